@@ -1,0 +1,77 @@
+"""What every benchmark shares: the CLI, float64, timing and results files."""
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+
+def parser(name: str, description: str, default_seeds: int) -> argparse.ArgumentParser:
+    """The common CLI: `--out`, `--seeds`, `--seed`, `--quick`."""
+    p = argparse.ArgumentParser(prog=f"python -m benchmarks.{name}", description=description)
+    p.add_argument("--out", type=Path, default=Path("results") / name, help="output folder")
+    p.add_argument("--seeds", type=int, default=default_seeds, help="number of seeds")
+    p.add_argument("--seed", type=int, default=0, help="base seed")
+    p.add_argument("--quick", action="store_true", help="a small, fast configuration")
+    return p
+
+
+def enable_float64() -> None:
+    jax.config.update("jax_enable_x64", True)
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class Timer:
+    """Wall-clock seconds since construction."""
+
+    def __init__(self):
+        self.start = time.perf_counter()
+
+    def __call__(self) -> float:
+        return time.perf_counter() - self.start
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, Path):
+        return str(x)
+    if isinstance(x, np.ndarray | jax.Array):
+        return _jsonable(np.asarray(x).tolist())
+    if isinstance(x, np.generic):
+        return _jsonable(x.item())
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    return x
+
+
+def environment() -> dict:
+    return {
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "devices": [str(d) for d in jax.devices()],
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def write_results(out: Path, results: dict) -> Path:
+    """Write `results.json` atomically (NaN -> null, inf -> "inf"); returns its path."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "results.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(_jsonable(results), indent=1))
+    tmp.replace(path)
+    return path

@@ -1,0 +1,43 @@
+"""Data models: orthonormal inputs with Gaussian labels."""
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+
+def orthogonal_data(
+    n: int, d: int | None = None, *, key: PRNGKeyArray, dtype=None
+) -> tuple[Float[Array, "n d"], Float[Array, " n"]]:
+    """Orthonormal inputs x_1..x_n in R^d and standard Gaussian labels.
+
+    The inputs are the first n rows of a Haar-random orthogonal d x d matrix (a random rotation
+    of the standard basis), so x_i . x_k = 1[i = k]; the labels are y_i ~ N(0, 1).
+
+    **Arguments:**
+
+    - `n`: number of samples.
+    - `d`: input dimension, `d >= n` (default `n`).
+    - `key`: a `jax.random.PRNGKey`.
+    - `dtype`: floating dtype (default: JAX's default float).
+
+    **Returns:** `(X, y)` with `X` of shape (n, d) and `y` of shape (n,).
+
+    ```python
+    X, y = orthogonal_data(32, key=jax.random.PRNGKey(0))
+    assert jnp.allclose(X @ X.T, jnp.eye(32), atol=1e-10)
+    ```
+    """
+    d = n if d is None else d
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"`n` must be a positive integer, got {n!r}")
+    if not isinstance(d, int) or d < n:
+        raise ValueError(f"`d` must be an integer with d >= n = {n}, got {d!r}")
+    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    kq, ky = jax.random.split(key)
+    g = jax.random.normal(kq, (d, d), dtype=dtype)
+    q, r = jnp.linalg.qr(g)
+    q = q * jnp.sign(jnp.diagonal(r))[None, :]  # Haar measure, not only orthogonal
+    X = q.T[:n]
+    y = jax.random.normal(ky, (n,), dtype=dtype)
+    return X, y
+

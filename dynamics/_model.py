@@ -1,0 +1,105 @@
+"""The two-layer ReLU network h(x) = sum_j a_j relu(w_j . x), its initializations and loss."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from ._checks import check_alpha, check_orthonormal_rows, check_shape
+
+
+class TwoLayerReLU(eqx.Module):
+    """Two-layer ReLU network without biases,
+
+        h(x) = sum_{j=1}^m a_j relu(w_j . x),   relu'(0) = 0,
+
+    with trainable second layer `a` (m,) and first layer `W` (m, d). `__call__` takes one input
+    x (d,); batch with `jax.vmap` or use `predict`.
+
+    ```python
+    model = balanced_init(45, 32, 1e-30, key=jax.random.PRNGKey(0))
+    h = model.predict(X)  # (n,)
+    ```
+    """
+
+    a: Float[Array, " m"]
+    W: Float[Array, "m d"]
+
+    def __init__(self, a, W):
+        a, W = jnp.asarray(a), jnp.asarray(W)
+        check_shape("a", a, (None,))
+        check_shape("W", W, (a.shape[0], None))
+        self.a, self.W = a, W
+
+    @property
+    def width(self) -> int:
+        return self.a.shape[-1]
+
+    def __call__(self, x: Float[Array, " d"]) -> Float[Array, ""]:
+        return jnp.dot(self.a, jax.nn.relu(self.W @ x))
+
+    def predict(self, X: Float[Array, "n d"]) -> Float[Array, " n"]:
+        """h(x_i) for every row of `X`."""
+        return jax.nn.relu(X @ self.W.T) @ self.a
+
+
+def balanced_init(
+    m: int, d: int, alpha, *, key: PRNGKeyArray, dtype=None
+) -> TwoLayerReLU:
+    """Balanced small initialization |a_j| = ||w_j|| = alpha.
+
+        a_j = alpha s_j,  w_j = alpha u_j,  s_j ~ U{-1, +1},  u_j ~ U(S^{d-1}).
+
+    `alpha` must lie in (0, 1) and alpha**2 must not underflow `dtype` (alpha = 1e-30 needs
+    float64): a `ValueError` says so.
+
+    ```python
+    jax.config.update("jax_enable_x64", True)
+    model = balanced_init(45, 32, 1e-30, key=jax.random.PRNGKey(0), dtype=jnp.float64)
+    ```
+    """
+    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    check_alpha(alpha, dtype)
+    ks, ku = jax.random.split(key)
+    s = jax.random.rademacher(ks, (m,), dtype=dtype)
+    g = jax.random.normal(ku, (m, d), dtype=dtype)
+    u = g / jnp.linalg.norm(g, axis=1, keepdims=True)
+    alpha = jnp.asarray(alpha, dtype)
+    return TwoLayerReLU(alpha * s, alpha * u)
+
+
+def he_uniform_init(m: int, d: int, *, key: PRNGKeyArray, dtype=None) -> TwoLayerReLU:
+    """PyTorch's `nn.Linear` default initialization (Kaiming-uniform with a = sqrt(5)):
+
+        W_jk ~ U(-1/sqrt(d), 1/sqrt(d)),   a_j ~ U(-1/sqrt(m), 1/sqrt(m)).
+    """
+    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    ka, kw = jax.random.split(key)
+    bw, ba = 1.0 / jnp.sqrt(d), 1.0 / jnp.sqrt(m)
+    W = jax.random.uniform(kw, (m, d), dtype=dtype, minval=-bw, maxval=bw)
+    a = jax.random.uniform(ka, (m,), dtype=dtype, minval=-ba, maxval=ba)
+    return TwoLayerReLU(a, W)
+
+
+def square_loss(
+    model: TwoLayerReLU, X: Float[Array, "n d"], y: Float[Array, " n"]
+) -> Float[Array, ""]:
+    """L(theta) = 1/(2n) sum_i (h(x_i) - y_i)^2."""
+    r = model.predict(X) - y
+    return 0.5 * jnp.mean(r * r)
+
+
+def signs_and_directions(
+    model: TwoLayerReLU, X: Float[Array, "n d"]
+) -> tuple[Float[Array, " m"], Float[Array, "m n"]]:
+    """The instance that `theory.saddle_jumps` reads off a balanced initialization.
+
+    Returns `signs` s_j = sign(a_j) (m,) and `directions[j, i] = <u_j, x_i>` (m, n) with
+    u_j = w_j / ||w_j||. The rows of `X` must be orthonormal (`ValueError` otherwise).
+    """
+    check_shape("X", X, (None, model.W.shape[1]))
+    X = check_orthonormal_rows("X", X)
+    W = model.W
+    scale = jnp.max(jnp.abs(W), axis=1, keepdims=True)  # avoids underflow of ||w||^2
+    u = (W / scale) / jnp.linalg.norm(W / scale, axis=1, keepdims=True)
+    return jnp.sign(model.a), u @ X.T

@@ -1,0 +1,213 @@
+"""Gradient flow of the two-layer ReLU net on orthonormal data, with diffrax.
+
+The rescaled flow d theta/dt = -tau grad L(theta) (tau = log(1/alpha) for the saddle-to-saddle
+clock, tau = 1 for ordinary time) moves neurons whose sizes differ by a factor 1/alpha = 1e100:
+one error scale cannot serve a neuron at 1e-100 and one at O(1), and a component crossing a
+ReLU kink has no scale of its own. The formulation below gives every neuron its own scale.
+
+**Data basis.** With orthonormal rows x_i, write v_ji = <w_j, x_i>; the part of w_j orthogonal
+to the data never moves. In these coordinates (r = h - y)
+
+    da_j/dt = -tau/n sum_i r_i relu(v_ji),     dv_ji/dt = -tau/n a_j r_i 1[v_ji > 0],
+
+so a component with v_ji <= 0 is frozen for ever: it neither moves nor acts.
+
+**Per-neuron log scale.** We integrate theta_j = (a_j, v_j) = exp(kappa_j) psi_j with the gauge
+d kappa_j/dt = -tau <P_j, g_j(P_j)> / ||P_j||^2, where P_j is the live part of psi_j (a_j and
+its positive v_ji) and g_j the loss gradient of the neuron, 1-homogeneous in P_j. Then ||P_j||
+stays 1, every live component is O(1) and kappa_j = O(log 1/alpha), so a plain absolute +
+relative tolerance controls each neuron's *relative* error, whatever its size. The live part
+moves by d psi/dt = -tau g_j(psi_j) - psi_j d kappa_j/dt; frozen components get an exactly zero
+derivative, so no integration error can flip their sign and wake them (the failure of plain
+polar coordinates, where frozen components decay relative to a growing neuron, a stiff mode
+that explicit solvers turn into tolerance-level noise of either sign). The parameters come
+back as v_ji = exp(kappa_j) psi_ji on live components, v_ji(0) on components frozen from the
+start, and 0 on components that reached the kink during the flow.
+"""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
+
+from dynamics import TwoLayerReLU
+from dynamics._checks import check_orthonormal_rows, check_shape
+
+
+class ScaledState(eqx.Module):
+    """Flow state: per-neuron `log_scale` kappa_j (m,) and `psi` (m, 1 + n), the columns being
+    a_j and v_j1..v_jn divided by exp(kappa_j)."""
+
+    log_scale: Float[Array, " m"]
+    psi: Float[Array, "m n1"]
+
+
+class _Frame(eqx.Module):
+    """What the flow never changes: data, labels, time scale, frozen values."""
+
+    X: Float[Array, "n d"]
+    y: Float[Array, " n"]
+    tau: Float[Array, ""]
+    v_frozen: Float[Array, "m n"]  # v_ji(0) where v_ji(0) <= 0, else 0
+    w_perp: Float[Array, "m d"]  # the part of w_j orthogonal to the data
+
+
+def _safe_log_norm(x):
+    """log ||x|| row-wise without underflow for rows as small as 1e-300."""
+    scale = jnp.max(jnp.abs(x), axis=1)
+    scale = jnp.where(scale > 0, scale, 1.0)
+    return jnp.log(scale) + jnp.log(jnp.linalg.norm(x / scale[:, None], axis=1))
+
+
+def _initial_state(model: TwoLayerReLU, X) -> tuple[ScaledState, Float[Array, "m n"]]:
+    v = model.W @ X.T
+    theta = jnp.concatenate([model.a[:, None], v], axis=1)
+    live = jnp.concatenate([model.a[:, None], jax.nn.relu(v)], axis=1)
+    kappa = _safe_log_norm(live)
+    psi = jnp.exp(jnp.log(jnp.abs(theta)) - kappa[:, None]) * jnp.sign(theta)
+    return ScaledState(kappa, psi), jnp.minimum(v, 0.0)
+
+
+def _to_model(state: ScaledState, frame: _Frame) -> TwoLayerReLU:
+    scale = jnp.exp(state.log_scale)[:, None]
+    psi_v = state.psi[:, 1:]
+    v = jnp.where(psi_v > 0, scale * psi_v, frame.v_frozen)
+    return TwoLayerReLU(scale[:, 0] * state.psi[:, 0], v @ frame.X + frame.w_perp)
+
+
+def _residual(state: ScaledState, y):
+    act = jax.nn.relu(state.psi[:, 1:])
+    h = (jnp.exp(2.0 * state.log_scale) * state.psi[:, 0]) @ act
+    return act, h - y
+
+
+def _loss(state: ScaledState, y):
+    r = _residual(state, y)[1]
+    return 0.5 * jnp.mean(r * r)
+
+
+def _vector_field(t, state: ScaledState, frame: _Frame):
+    n = frame.y.shape[0]
+    psi_a = state.psi[:, 0]
+    act, r = _residual(state, frame.y)
+    live = state.psi[:, 1:] > 0
+    g_a = act @ r / n
+    g_v = jnp.where(live, psi_a[:, None] * r[None, :], 0.0) / n
+    norm2 = psi_a * psi_a + jnp.sum(act * act, axis=1)
+    dkappa = -frame.tau * (psi_a * g_a + jnp.sum(act * g_v, axis=1)) / norm2
+    dpsi_a = -frame.tau * g_a - psi_a * dkappa
+    dpsi_v = jnp.where(live, -frame.tau * g_v - state.psi[:, 1:] * dkappa[:, None], 0.0)
+    return ScaledState(dkappa, jnp.concatenate([dpsi_a[:, None], dpsi_v], axis=1))
+
+
+class FlowSolution(eqx.Module):
+    """Result of `gradient_flow`.
+
+    - `ts` (T,): save times (rescaled clock); `loss` (T,): L at those times.
+    - `trajectory`: the model at every save time (leading axis T) when `save_params=True`,
+      else `None`.
+    - `model`: the parameters at the final time `ts[-1]`.
+    - `log_scale` (T, m): kappa_j = log ||(a_j, live v_j)|| at the save times: the neuron
+      sizes on a log scale, finite even where exp(kappa) underflows.
+    - `num_steps`, `num_accepted_steps`, `num_rejected_steps`: diffrax's solver statistics.
+    - `result`: diffrax's `RESULTS` item; `ok` is True where it is `successful`. After a failure
+      the remaining saved values are `inf` (diffrax's convention), never silent NaNs.
+    """
+
+    ts: Float[Array, " T"]
+    loss: Float[Array, " T"]
+    log_scale: Float[Array, "T m"]
+    trajectory: TwoLayerReLU | None
+    model: TwoLayerReLU
+    num_steps: Int[Array, ""]
+    num_accepted_steps: Int[Array, ""]
+    num_rejected_steps: Int[Array, ""]
+    result: diffrax.RESULTS
+
+    @property
+    def ok(self):
+        """True where the solve succeeded (works under `vmap`: a boolean array)."""
+        return self.result._value == diffrax.RESULTS.successful._value
+
+
+def gradient_flow(
+    model: TwoLayerReLU,
+    X: Float[Array, "n d"],
+    y: Float[Array, " n"],
+    ts: Float[Array, " T"],
+    *,
+    time_scale=1.0,
+    rtol: float = 1e-7,
+    atol: float = 1e-7,
+    max_steps: int = 100_000,
+    save_params: bool = False,
+    solver: diffrax.AbstractAdaptiveSolver | None = None,
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+) -> FlowSolution:
+    """Integrate d theta/dt = -tau grad L(theta), L = 1/(2n) sum_i (h(x_i) - y_i)^2, from t = 0.
+
+    h(x) = sum_j a_j relu(w_j . x) with relu'(0) = 0, on inputs `X` with orthonormal rows
+    (`ValueError` otherwise). With `time_scale` tau = log(1/alpha), theta~(t) = theta(log(1/alpha) t)
+    is the rescaled clock in which the small-initialization flow becomes a jump process.
+    Integration uses the per-neuron log-scale formulation of the module docstring, an adaptive
+    `solver` (default `diffrax.Dopri5()`) and `stepsize_controller` (default a PI controller at
+    `rtol`/`atol` with pcoeff = 0.4, icoeff = 0.3: after the jumps the fitted neurons make the
+    step size stability-limited, where these damp the accept/reject oscillation). Pure and
+    `jax.vmap`-able over models, data, `ts` and `time_scale` (an array, so a sweep over alpha
+    does not recompile). `ts` (T,) must be increasing, from t = 0 or later.
+
+    ```python
+    alpha = 1e-30
+    model = balanced_init(45, 32, alpha, key=jax.random.PRNGKey(0), dtype=jnp.float64)
+    sol = gradient_flow(model, X, y, jnp.linspace(0, 20, 401), time_scale=jnp.log(1 / alpha))
+    assert sol.ok
+    ```
+    """
+    n, d = X.shape
+    check_shape("y", y, (n,))
+    check_shape("model.W", model.W, (None, d))
+    check_shape("ts", ts, (None,))
+    X = check_orthonormal_rows("X", X)
+    dtype = jnp.result_type(model.a.dtype, X.dtype)
+    ts = jnp.asarray(ts, dtype)
+    state0, v_frozen = _initial_state(model, X)
+    w_perp = model.W - (model.W @ X.T) @ X
+    frame = _Frame(X, y, jnp.asarray(time_scale, dtype), v_frozen, w_perp)
+
+    def save(t, state, frame):
+        params = _to_model(state, frame) if save_params else None
+        return _loss(state, frame.y), state.log_scale, params
+
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(_vector_field),
+        diffrax.Dopri5() if solver is None else solver,
+        t0=jnp.zeros((), dtype),
+        t1=ts[-1],
+        dt0=None,
+        y0=state0,
+        args=frame,
+        saveat=diffrax.SaveAt(
+            subs=[diffrax.SubSaveAt(ts=ts, fn=save), diffrax.SubSaveAt(t1=True)]
+        ),
+        stepsize_controller=(
+            diffrax.PIDController(rtol=rtol, atol=atol, pcoeff=0.4, icoeff=0.3)
+            if stepsize_controller is None
+            else stepsize_controller
+        ),
+        max_steps=max_steps,
+        throw=False,
+    )
+    (loss, log_scale, trajectory), final = sol.ys
+    stats = sol.stats
+    return FlowSolution(
+        ts=ts,
+        loss=loss,
+        log_scale=log_scale,
+        trajectory=trajectory,
+        model=_to_model(jax.tree_util.tree_map(lambda leaf: leaf[-1], final), frame),
+        num_steps=stats["num_steps"],
+        num_accepted_steps=stats["num_accepted_steps"],
+        num_rejected_steps=stats["num_rejected_steps"],
+        result=sol.result,
+    )

@@ -1,0 +1,9 @@
+"""What the papers predict, in closed form. Depends on nothing but jax/numpy/diffrax."""
+
+from ._saddle import (
+    SaddleJumps as SaddleJumps,
+    crossing_times as crossing_times,
+    coverage_width as coverage_width,
+    min_norm_cost as min_norm_cost,
+    saddle_jumps as saddle_jumps,
+)

@@ -1,0 +1,222 @@
+"""Algorithm 1 of the orthogonal-data paper: the saddle-to-saddle jump process.
+
+Derivation (orthonormal x_i, so the data basis decouples the samples). Write v_ji = <w_j, x_i>
+and r_i = h(x_i) - y_i. The rescaled flow d theta/dt = -log(1/alpha) grad L reads
+
+    dv_ji/dt = -log(1/alpha) a_j r_i 1[v_ji > 0] / n,
+    da_j/dt  = -log(1/alpha) sum_i r_i relu(v_ji) / n.
+
+A component with v_ji <= 0 never moves again, so neuron j can only fit the samples of its
+*support* {i : <u_j, x_i> > 0, s_j y_i > 0} (s_j = sign a_j is conserved). While the unfitted
+samples have r_i = -y_i, (|a_j|, v_j) on its support grows like the linear system with
+matrix log(1/alpha) [[0, g^T], [g, 0]], g_i = |y_i| / n: its norm grows as
+alpha^(-ell_j) with the exponent ell_j(0) = -1 and
+
+    d ell_j / dt = ||D_j^(k)||,   D_j^(k) = (1/n) (|y_i|)_{i in support_j, i unfitted at saddle k}.
+
+The first neuron whose exponent reaches 0 jumps: it fits every unfitted sample of its support
+S at once, reaching a_j v_ji = y_i and, by balancedness, a_j^2 = ||v_j||^2 = ||y_S||_2, i.e.
+a_j = s_j sqrt(n ||D_j||). Fitted samples have r_i = 0 and drop out of every other D.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int
+
+
+class SaddleJumps(eqx.Module):
+    """The limit (alpha -> 0) jump process predicted by `saddle_jumps`.
+
+    Every per-jump field is padded to K = min(m, n) jumps: `times` with `+inf`, `neurons` with
+    `-1`, `fitted` with `False`, `amplitudes` with `0` and `plateaus` with `nan`.
+
+    - `times` (K,): rescaled jump times t_1 < t_2 < ...
+    - `neurons` (K,): the neuron that fires at each jump.
+    - `fitted` (K, n): the samples it fits.
+    - `amplitudes` (K,): its second-layer weight a_{j*} = s_{j*} ||y_S||^(1/2) after the jump.
+    - `plateaus` (K,): training loss 1/(2n) sum_{i unfitted} y_i^2 after each jump.
+    - `initial_plateau`: the loss before the first jump, mean(y^2) / 2.
+    - `cost`: 1/2 ||theta||^2 = sum_k a_k^2 = sum_k ||y_{S_k}||_2 of the limit interpolator.
+    - `uncovered` (n,): samples in no neuron's support; they are never fitted.
+    - `num_jumps`: number of real (unpadded) jumps.
+    """
+
+    times: Float[Array, " K"]
+    neurons: Int[Array, " K"]
+    fitted: Bool[Array, "K n"]
+    amplitudes: Float[Array, " K"]
+    plateaus: Float[Array, " K"]
+    initial_plateau: Float[Array, ""]
+    cost: Float[Array, ""]
+    uncovered: Bool[Array, " n"]
+    num_jumps: Int[Array, ""]
+
+
+def _check_inputs(y, signs, directions):
+    if jnp.ndim(y) != 1:
+        raise ValueError(f"`y` must have shape (n,), got {jnp.shape(y)}")
+    if jnp.ndim(signs) != 1:
+        raise ValueError(f"`signs` must have shape (m,), got {jnp.shape(signs)}")
+    expected = (jnp.shape(signs)[0], jnp.shape(y)[0])
+    if jnp.shape(directions) != expected:
+        raise ValueError(
+            f"`directions` must have shape (m, n) = {expected} to match `signs` and `y`, "
+            f"got {jnp.shape(directions)}"
+        )
+    ok = jnp.all(jnp.abs(signs) == 1)
+    message = "`signs` must take values in {-1, +1}"
+    if isinstance(ok, jax.core.Tracer):
+        return eqx.error_if(signs, ~ok, message)
+    if not bool(ok):
+        raise ValueError(message)
+    return signs
+
+
+@jax.jit
+def saddle_jumps(
+    y: Float[Array, " n"], signs: Float[Array, " m"], directions: Float[Array, "m n"]
+) -> SaddleJumps:
+    """Predict the alpha -> 0 jump process of a balanced small initialization (Algorithm 1).
+
+    At saddle k (time t_k, exponents ell_j(t_k), ell_j(0) = -1) every unfitted neuron j grows
+    as ell_j(t) = ell_j(t_k) + (t - t_k) ||D_j^(k)|| with D_j^(k) = (1/n) |y_i| over the
+    unfitted samples i of its support {<u_j, x_i> > 0, s_j y_i > 0}. The next jump is
+
+        j* = argmin_j -ell_j(t_k) / ||D_j^(k)||,   t_{k+1} = t_k - ell_{j*}(t_k) / ||D_{j*}^(k)||,
+
+    after which j* fits its unfitted support S (a_{j*} = s_{j*} sqrt(n ||D_{j*}^(k)||)). The
+    process stops when no unfitted neuron has a nonempty unfitted support. Times are in the
+    rescaled clock of d theta/dt = -log(1/alpha) grad L, with L = 1/(2n) sum (h - y)^2.
+
+    **Arguments:**
+
+    - `y` (n,): labels.
+    - `signs` (m,): second-layer signs s_j in {-1, +1}.
+    - `directions` (m, n): directions[j, i] = <u_j, x_i> (only their signs matter).
+
+    **Returns:** a `SaddleJumps`, padded to K = min(m, n) jumps. Jit-compiled; `jax.vmap` over
+    a leading seed axis for batches.
+
+    ```python
+    pred = saddle_jumps(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[0.3]]))
+    # one neuron, one sample: D = 1, t_1 = 1, a = 1, cost = 1
+    ```
+    """
+    signs = _check_inputs(y, signs, directions)
+    m, n = directions.shape
+    K = min(m, n)
+    support = (directions > 0) & (signs[:, None] * y[None, :] > 0)
+    y2 = y * y
+
+    def step(carry, _):
+        t, ell, neuron_done, sample_done = carry
+        live = support & ~sample_done[None, :] & ~neuron_done[:, None]
+        rate = jnp.sqrt(jnp.sum(jnp.where(live, y2[None, :], 0.0), axis=1)) / n  # ||D_j||
+        can_jump = rate > 0
+        wait = jnp.where(can_jump, -ell / jnp.where(can_jump, rate, 1.0), jnp.inf)
+        j = jnp.argmin(wait)
+        jumps = can_jump[j]
+        dt = jnp.where(jumps, wait[j], 0.0)
+        t_next = t + dt
+        ell = jnp.where(jumps & ~neuron_done, ell + dt * rate, ell).at[j].set(
+            jnp.where(jumps, 0.0, ell[j])
+        )
+        fits = live[j] & jumps
+        sample_done = sample_done | fits
+        neuron_done = neuron_done.at[j].set(neuron_done[j] | jumps)
+        amplitude = jnp.where(jumps, signs[j] * jnp.sqrt(n * rate[j]), 0.0)
+        plateau = 0.5 * jnp.sum(jnp.where(sample_done, 0.0, y2)) / n
+        out = (
+            jnp.where(jumps, t_next, jnp.inf),
+            jnp.where(jumps, j, -1),
+            fits,
+            amplitude,
+            jnp.where(jumps, plateau, jnp.nan),
+        )
+        return (t_next, ell, neuron_done, sample_done), out
+
+    dtype = jnp.result_type(y.dtype, directions.dtype, jnp.float32)
+    init = (
+        jnp.zeros((), dtype),
+        -jnp.ones((m,), dtype),
+        jnp.zeros((m,), bool),
+        jnp.zeros((n,), bool),
+    )
+    _, (times, neurons, fitted, amplitudes, plateaus) = jax.lax.scan(step, init, None, length=K)
+    return SaddleJumps(
+        times=times,
+        neurons=neurons,
+        fitted=fitted,
+        amplitudes=amplitudes,
+        plateaus=plateaus,
+        initial_plateau=0.5 * jnp.mean(y2),
+        cost=jnp.sum(amplitudes * amplitudes),
+        uncovered=~jnp.any(support, axis=0),
+        num_jumps=jnp.sum(neurons >= 0),
+    )
+
+
+def min_norm_cost(y: Float[Array, " n"]) -> Float[Array, ""]:
+    """Smallest 1/2 ||theta||^2 over all interpolators of orthonormal data: ||y_+|| + ||y_-||.
+
+    Lower bound: each neuron contributes c_j = a_j relu(X w_j) with ||c_j|| <= |a_j| ||w_j||
+    <= (a_j^2 + ||w_j||^2)/2, entrywise >= 0 for a_j > 0 and <= 0 for a_j < 0. Interpolation
+    sum_j c_j = y then forces sum_{a_j>0} c_j >= y_+ entrywise, so
+    sum_{a_j>0} ||c_j|| >= ||sum_{a_j>0} c_j|| >= ||y_+||, and likewise for y_-.
+    Attained by one neuron per sign: a = sqrt(||y_+||), w = sum_{y_i>0} (y_i / a) x_i, and the
+    same for y_- with a < 0.
+    """
+    y = jnp.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"`y` must have shape (n,), got {y.shape}")
+    pos = jnp.where(y > 0, y, 0.0)
+    neg = jnp.where(y < 0, y, 0.0)
+    return jnp.linalg.norm(pos) + jnp.linalg.norm(neg)
+
+
+def coverage_width(n, delta=1e-4):
+    """Width m = ceil(ln(n / delta) / ln(4/3)) for which every sample lies in some neuron's
+    support with probability >= 1 - delta.
+
+    A sample misses one random neuron's support (<u, x_i> > 0 and s y_i > 0, probability 1/4)
+    with probability 3/4, so a union bound gives P(some sample uncovered) <= n (3/4)^m.
+    With delta = 1e-4 this is the paper's m = ceil(ln(1e4 n) / ln(4/3)); n = 32 gives 45.
+    Returns a Python int for Python inputs, a JAX integer array otherwise.
+    """
+    if isinstance(n, int) and isinstance(delta, float | int):
+        if n < 1 or not 0 < delta < 1:
+            raise ValueError(f"need n >= 1 and delta in (0, 1), got n={n}, delta={delta}")
+        import math
+
+        return math.ceil(math.log(n / delta) / math.log(4 / 3) - 1e-12)
+    return jnp.ceil(jnp.log(n / delta) / jnp.log(4.0 / 3.0) - 1e-12).astype(int)
+
+
+@jax.jit
+def crossing_times(
+    ts: Float[Array, " T"], loss: Float[Array, " T"], prediction: SaddleJumps
+) -> Float[Array, " K"]:
+    """Measured jump times of a simulated loss curve, matched to a `SaddleJumps` prediction.
+
+    Jump k is measured as the first time at which `loss` falls below the midpoint between the
+    predicted plateaus k-1 and k (plateau 0 = mean(y^2)/2), interpolated linearly in log-loss
+    between save times. `nan` where the loss never crosses within `ts`, or after the last
+    predicted jump. `jax.vmap`-able over seeds.
+    """
+    before = jnp.concatenate([prediction.initial_plateau[None], prediction.plateaus[:-1]])
+    levels = 0.5 * (before + prediction.plateaus)
+    tiny = jnp.finfo(loss.dtype).tiny
+    log_loss = jnp.log(jnp.maximum(loss, tiny))
+
+    def one(level):
+        below = loss < level
+        i = jnp.argmax(below)
+        i0 = jnp.maximum(i - 1, 0)
+        log_level = jnp.log(jnp.maximum(level, tiny))
+        span = log_loss[i0] - log_loss[i]
+        frac = jnp.where(span > 0, (log_loss[i0] - log_level) / jnp.where(span > 0, span, 1), 0)
+        t = ts[i0] + jnp.clip(frac, 0.0, 1.0) * (ts[i] - ts[i0])
+        return jnp.where(jnp.any(below) & jnp.isfinite(level), t, jnp.nan)
+
+    return jax.vmap(one)(levels)
