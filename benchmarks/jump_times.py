@@ -23,18 +23,19 @@ HORIZON = 1.15  # integrate to 1.15 x the last predicted jump time
 GRID = 4000  # save times per run
 
 
-def make_instances(n: int, m: int, seeds: int, base_seed: int):
-    """Per seed: data (X, y) and a unit-scale balanced init (signs s_j, directions u_j)."""
+def make_instances(n: int, m: int, seeds: int, base_seed: int, alphas):
+    """Per seed: data (X, y), and one balanced init per alpha, all with the same signs s_j and
+    directions u_j (the same key), so that the alphas differ only in scale."""
     keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.PRNGKey(base_seed), s))(
         jnp.arange(seeds)
     )
-
-    def one(key):
-        kx, kw = jax.random.split(key)
-        X, y = orthogonal_data(n, key=kx, dtype=jnp.float64)
-        return X, y, balanced_init(m, n, 0.5, key=kw, dtype=jnp.float64)
-
-    return jax.vmap(one)(keys)
+    kx, kw = jax.vmap(jax.random.split, out_axes=1)(keys)
+    X, y = jax.vmap(lambda k: orthogonal_data(n, key=k, dtype=jnp.float64))(kx)
+    models = [
+        jax.vmap(lambda k, a=a: balanced_init(m, n, a, key=k, dtype=jnp.float64))(kw)
+        for a in alphas
+    ]
+    return X, y, models
 
 
 def _solve(models, X, y, ts, tau, rtol):
@@ -55,8 +56,9 @@ def run(n=32, width=None, seeds=16, seed=0, log10_inv_alpha=(10, 30, 100), rtol=
     enable_float64()
     timer = Timer()
     m = coverage_width(n) if width is None else width
-    X, y, unit = make_instances(n, m, seeds, seed)
-    signs, directions = jax.vmap(signs_and_directions)(unit, X)
+    alphas = [10.0 ** (-p) / np.sqrt(m) for p in log10_inv_alpha]
+    X, y, all_models = make_instances(n, m, seeds, seed, alphas)
+    signs, directions = jax.vmap(signs_and_directions)(all_models[0], X)
     pred = jax.vmap(saddle_jumps)(y, signs, directions)
     last = jnp.max(jnp.where(jnp.isfinite(pred.times), pred.times, 0.0), axis=1)
     t1 = HORIZON * jnp.where(last > 0, last, 1.0)
@@ -64,13 +66,9 @@ def run(n=32, width=None, seeds=16, seed=0, log10_inv_alpha=(10, 30, 100), rtol=
     log(f"jump_times: n = d = {n}, m = {m}, {seeds} seeds, p = {list(log10_inv_alpha)}")
 
     summary, runs, curves = [], [], {}
-    for i, p in enumerate(log10_inv_alpha):
+    for i, (p, models) in enumerate(zip(log10_inv_alpha, all_models, strict=True)):
         t0 = Timer()
-        alpha = 10.0 ** (-p) / np.sqrt(m)
-        tau = p * np.log(10.0) + 0.5 * np.log(m)  # log(1/alpha), exact even where alpha underflows
-        models = jax.tree_util.tree_map(lambda v: v * (alpha / 0.5), unit) if p < 300 else None
-        if models is None:
-            raise ValueError(f"log10(1/alpha) = {p} underflows float64 parameters; use p < 300")
+        tau = p * np.log(10.0) + 0.5 * np.log(m)  # log(1/alpha)
         loss, cost, steps, rejected, ok = solve(models, X, y, ts, jnp.asarray(tau), rtol)
         loss.block_until_ready()
         measured = jax.vmap(crossing_times)(ts, loss, pred)
@@ -167,7 +165,7 @@ def plot_staircase(results: dict, path, num_seeds: int = 3) -> None:
     ps = results["config"]["log10_inv_alpha"]
     fig, axes = plt.subplots(1, len(ps), figsize=(4.2 * len(ps), 3.6), sharey=True, squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, p in zip(axes[0], ps):
+    for ax, p in zip(axes[0], ps, strict=True):
         for s in range(min(num_seeds, curves["ts"].shape[0])):
             c = colors[s % len(colors)]
             ax.semilogy(curves["ts"][s], curves["loss"][p][s], color=c, lw=1.2, label=f"seed {s}")
@@ -195,9 +193,8 @@ def main(argv=None) -> dict:
         args.n, args.seeds, args.log10_inv_alpha = 8, 4, [10, 30]
     results = run(args.n, args.width, args.seeds, args.seed, tuple(args.log10_inv_alpha), args.rtol)
     print(table(results))
-    plot_staircase(results, args.out.mkdir(parents=True, exist_ok=True) or args.out / "staircase.png")
-    results.pop("_curves")
-    path = write_results(args.out, results)
+    path = write_results(args.out, {k: v for k, v in results.items() if k != "_curves"})
+    plot_staircase(results, args.out / "staircase.png")
     log(f"wrote {path} and {args.out / 'staircase.png'}")
     return results
 

@@ -31,7 +31,10 @@ def check_value(x, ok, message: str):
 def check_shape(name: str, x, shape: tuple) -> None:
     """Raise `ValueError` unless `x.shape` matches `shape` (`None` entries match anything)."""
     actual = jnp.shape(x)
-    if len(actual) != len(shape) or any(s is not None and s != a for s, a in zip(shape, actual)):
+    mismatch = len(actual) != len(shape) or any(
+        s is not None and s != a for s, a in zip(shape, actual, strict=True)
+    )
+    if mismatch:
         expected = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
         raise ValueError(f"`{name}` must have shape {expected}, got {tuple(actual)}")
 

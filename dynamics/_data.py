@@ -40,4 +40,3 @@ def orthogonal_data(
     X = q.T[:n]
     y = jax.random.normal(ky, (n,), dtype=dtype)
     return X, y
-

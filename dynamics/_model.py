@@ -43,9 +43,7 @@ class TwoLayerReLU(eqx.Module):
         return jax.nn.relu(X @ self.W.T) @ self.a
 
 
-def balanced_init(
-    m: int, d: int, alpha, *, key: PRNGKeyArray, dtype=None
-) -> TwoLayerReLU:
+def balanced_init(m: int, d: int, alpha, *, key: PRNGKeyArray, dtype=None) -> TwoLayerReLU:
     """Balanced small initialization |a_j| = ||w_j|| = alpha.
 
         a_j = alpha s_j,  w_j = alpha u_j,  s_j ~ U{-1, +1},  u_j ~ U(S^{d-1}).
@@ -71,7 +69,7 @@ def balanced_init(
 def he_uniform_init(m: int, d: int, *, key: PRNGKeyArray, dtype=None) -> TwoLayerReLU:
     """PyTorch's `nn.Linear` default initialization (Kaiming-uniform with a = sqrt(5)):
 
-        W_jk ~ U(-1/sqrt(d), 1/sqrt(d)),   a_j ~ U(-1/sqrt(m), 1/sqrt(m)).
+    W_jk ~ U(-1/sqrt(d), 1/sqrt(d)),   a_j ~ U(-1/sqrt(m), 1/sqrt(m)).
     """
     dtype = jnp.zeros(()).dtype if dtype is None else dtype
     ka, kw = jax.random.split(key)

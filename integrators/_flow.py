@@ -148,8 +148,9 @@ def gradient_flow(
     """Integrate d theta/dt = -tau grad L(theta), L = 1/(2n) sum_i (h(x_i) - y_i)^2, from t = 0.
 
     h(x) = sum_j a_j relu(w_j . x) with relu'(0) = 0, on inputs `X` with orthonormal rows
-    (`ValueError` otherwise). With `time_scale` tau = log(1/alpha), theta~(t) = theta(log(1/alpha) t)
-    is the rescaled clock in which the small-initialization flow becomes a jump process.
+    (`ValueError` otherwise). With `time_scale` tau = log(1/alpha), the clock of
+    theta~(t) = theta(log(1/alpha) t) is the rescaled one, in which the small-initialization
+    flow becomes a jump process.
     Integration uses the per-neuron log-scale formulation of the module docstring, an adaptive
     `solver` (default `diffrax.Dopri5()`) and `stepsize_controller` (default a PI controller at
     `rtol`/`atol` with pcoeff = 0.4, icoeff = 0.3: after the jumps the fitted neurons make the
@@ -187,9 +188,7 @@ def gradient_flow(
         dt0=None,
         y0=state0,
         args=frame,
-        saveat=diffrax.SaveAt(
-            subs=[diffrax.SubSaveAt(ts=ts, fn=save), diffrax.SubSaveAt(t1=True)]
-        ),
+        saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save), diffrax.SubSaveAt(t1=True)]),
         stepsize_controller=(
             diffrax.PIDController(rtol=rtol, atol=atol, pcoeff=0.4, icoeff=0.3)
             if stepsize_controller is None

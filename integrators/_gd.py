@@ -74,9 +74,7 @@ def gradient_descent(
         return params, opt_state, step + 1, loss, grad
 
     def run_to(carry, target):
-        carry = jax.lax.while_loop(
-            lambda c: (c[2] < target) & (c[3] > tol), body, carry
-        )
+        carry = jax.lax.while_loop(lambda c: (c[2] < target) & (c[3] > tol), body, carry)
         return carry, carry[3]
 
     loss0, grad0 = value_and_grad(model, X, y)

@@ -2,8 +2,8 @@
 
 from ._saddle import (
     SaddleJumps as SaddleJumps,
-    crossing_times as crossing_times,
     coverage_width as coverage_width,
+    crossing_times as crossing_times,
     min_norm_cost as min_norm_cost,
     saddle_jumps as saddle_jumps,
 )

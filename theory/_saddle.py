@@ -73,7 +73,6 @@ def _check_inputs(y, signs, directions):
     return signs
 
 
-@jax.jit
 def saddle_jumps(
     y: Float[Array, " n"], signs: Float[Array, " m"], directions: Float[Array, "m n"]
 ) -> SaddleJumps:
@@ -96,14 +95,19 @@ def saddle_jumps(
     - `directions` (m, n): directions[j, i] = <u_j, x_i> (only their signs matter).
 
     **Returns:** a `SaddleJumps`, padded to K = min(m, n) jumps. Jit-compiled; `jax.vmap` over
-    a leading seed axis for batches.
+    a leading seed axis for batches. Bad shapes or signs raise `ValueError` (under an outer
+    `jit`, bad signs raise through `eqx.error_if`).
 
     ```python
     pred = saddle_jumps(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[0.3]]))
     # one neuron, one sample: D = 1, t_1 = 1, a = 1, cost = 1
     ```
     """
-    signs = _check_inputs(y, signs, directions)
+    return _saddle_jumps(y, _check_inputs(y, signs, directions), directions)
+
+
+@jax.jit
+def _saddle_jumps(y, signs, directions) -> SaddleJumps:
     m, n = directions.shape
     K = min(m, n)
     support = (directions > 0) & (signs[:, None] * y[None, :] > 0)
@@ -119,8 +123,10 @@ def saddle_jumps(
         jumps = can_jump[j]
         dt = jnp.where(jumps, wait[j], 0.0)
         t_next = t + dt
-        ell = jnp.where(jumps & ~neuron_done, ell + dt * rate, ell).at[j].set(
-            jnp.where(jumps, 0.0, ell[j])
+        ell = (
+            jnp.where(jumps & ~neuron_done, ell + dt * rate, ell)
+            .at[j]
+            .set(jnp.where(jumps, 0.0, ell[j]))
         )
         fits = live[j] & jumps
         sample_done = sample_done | fits

@@ -1,0 +1,45 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+
+def test_quick_run_end_to_end(tmp_path):
+    out = tmp_path / "jt"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.jump_times", "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "median err" in proc.stdout
+    assert "[2/2]" in proc.stderr  # progress
+    results = json.loads((out / "results.json").read_text())
+    assert (out / "staircase.png").stat().st_size > 10_000
+    assert {"benchmark", "config", "wall_seconds", "summary", "runs"} <= results.keys()
+    assert results["config"]["base_seed"] == 0
+    summary = results["summary"]
+    assert [e["log10_inv_alpha"] for e in summary] == [10, 30]
+    for e in summary:
+        assert {"median_rel_error", "max_rel_error", "median_solver_steps"} <= e.keys()
+        assert e["failed_solves"] == 0 and e["jumps_not_crossed"] == 0
+    # the limit theorem: the error shrinks as alpha does
+    assert summary[1]["median_rel_error"] < summary[0]["median_rel_error"]
+    run = results["runs"][0]
+    keys = {
+        "seed",
+        "log10_inv_alpha",
+        "predicted_times",
+        "measured_times",
+        "predicted_cost",
+        "measured_cost",
+        "y",
+        "signs",
+        "directions",
+    }
+    assert keys <= run.keys()
+    n = results["config"]["n"]
+    assert np.asarray(run["directions"]).shape == (results["config"]["width"], n)
+    assert len(run["predicted_times"]) == len(run["measured_times"])

@@ -1,0 +1,144 @@
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from theory import coverage_width, crossing_times, min_norm_cost, saddle_jumps
+
+
+def test_one_sample_one_neuron():
+    # D = |y| / n = 2, t_1 = 1/2, a = sqrt(2), cost = |y| = 2, loss goes to 0.
+    p = saddle_jumps(jnp.array([-2.0]), jnp.array([-1.0]), jnp.array([[0.7]]))
+    assert p.num_jumps == 1
+    np.testing.assert_allclose(p.times, [0.5])
+    np.testing.assert_array_equal(p.neurons, [0])
+    np.testing.assert_allclose(p.amplitudes, [-math.sqrt(2.0)])
+    np.testing.assert_allclose(p.plateaus, [0.0])
+    np.testing.assert_allclose(p.initial_plateau, 2.0)
+    np.testing.assert_allclose(p.cost, 2.0)
+
+
+def test_two_samples_one_jump_covers_both():
+    # Neuron 0 sees both samples: ||D|| = sqrt(4 + 1) / 2; neuron 1 only sample 1 (||D|| = 1/2)
+    # and is pre-empted: after the first jump its support is fitted, so the process stops.
+    y = jnp.array([2.0, 1.0])
+    p = saddle_jumps(y, jnp.array([1.0, 1.0]), jnp.array([[0.1, 0.2], [-0.3, 0.4]]))
+    assert p.num_jumps == 1
+    np.testing.assert_allclose(p.times[0], 2 / math.sqrt(5))
+    assert np.isinf(p.times[1]) and p.neurons[1] == -1 and np.isnan(p.plateaus[1])
+    np.testing.assert_array_equal(p.fitted[0], [True, True])
+    np.testing.assert_allclose(p.cost, math.sqrt(5))
+
+
+def test_three_samples_rate_changes_after_a_jump():
+    # n = 3, y = (1, 2, 1).
+    # neuron 0 (+): support {0, 2}, ||D|| = sqrt(2)/3;  neuron 1 (+): support {0, 1}, sqrt(5)/3;
+    # neuron 2 (-): no negative labels, empty support.
+    # Jump 1: neuron 1 at t1 = 3/sqrt(5), fits {0, 1}. Neuron 0 reached ell = -1 + t1 sqrt(2)/3 and
+    # now grows at 1/3 (only sample 2 left): t2 = t1 + 3 (1 - t1 sqrt(2)/3) = 3 - t1 (sqrt(2) - 1).
+    y = jnp.array([1.0, 2.0, 1.0])
+    signs = jnp.array([1.0, 1.0, -1.0])
+    directions = jnp.array([[0.5, -0.5, 0.5], [0.5, 0.5, -0.5], [0.1, 0.1, 0.1]])
+    p = saddle_jumps(y, signs, directions)
+    t1 = 3 / math.sqrt(5)
+    assert p.num_jumps == 2
+    np.testing.assert_allclose(p.times[:2], [t1, 3 - t1 * (math.sqrt(2) - 1)])
+    np.testing.assert_array_equal(p.neurons, [1, 0, -1])
+    np.testing.assert_array_equal(p.fitted[:2], [[True, True, False], [False, False, True]])
+    np.testing.assert_allclose(p.amplitudes[:2], [5**0.25, 1.0])
+    np.testing.assert_allclose(p.plateaus[:2], [1 / 6, 0.0])
+    np.testing.assert_allclose(p.initial_plateau, 1.0)
+    np.testing.assert_allclose(p.cost, math.sqrt(5) + 1)
+    assert not p.uncovered.any()
+
+
+def _random_instance(key, n, m):
+    k1, k2, k3 = jax.random.split(key, 3)
+    y = jax.random.normal(k1, (n,))
+    signs = jax.random.rademacher(k2, (m,), dtype=jnp.float64)
+    directions = jax.random.normal(k3, (m, n))
+    return y, signs, directions
+
+
+@pytest.mark.parametrize("n,m", [(5, 3), (16, 42), (32, 12)])
+def test_invariants_on_random_instances(n, m):
+    keys = jax.random.split(jax.random.PRNGKey(n * 100 + m), 20)
+    y, signs, directions = jax.vmap(_random_instance, in_axes=(0, None, None))(keys, n, m)
+    p = jax.vmap(saddle_jumps)(y, signs, directions)
+    K = min(m, n)
+    assert p.times.shape == (20, K) and p.fitted.shape == (20, K, n)
+    for s in range(20):
+        k = int(p.num_jumps[s])
+        t, pl = np.asarray(p.times[s]), np.asarray(p.plateaus[s])
+        assert np.all(np.diff(t[:k]) > 0) and np.all(np.isinf(t[k:]))
+        assert np.all(np.diff(np.r_[p.initial_plateau[s], pl[:k]]) < 0)
+        assert np.all(np.isnan(pl[k:])) and np.all(np.asarray(p.neurons[s, k:]) == -1)
+        # each sample fitted at most once; fitted exactly the covered ones
+        counts = np.asarray(p.fitted[s]).sum(axis=0)
+        assert counts.max() <= 1
+        support = (np.asarray(directions[s]) > 0) & (
+            np.asarray(signs[s])[:, None] * np.asarray(y[s])[None, :] > 0
+        )
+        np.testing.assert_array_equal(np.asarray(p.uncovered[s]), ~support.any(axis=0))
+        np.testing.assert_array_equal(counts == 1, ~np.asarray(p.uncovered[s]))
+        # the final plateau is the loss of the uncovered samples, and cost >= the optimum
+        final = 0.5 * np.sum(np.where(p.uncovered[s], y[s] ** 2, 0.0)) / n
+        np.testing.assert_allclose(pl[k - 1] if k else p.initial_plateau[s], final, atol=1e-14)
+        if not p.uncovered[s].any():
+            assert p.cost[s] >= min_norm_cost(y[s]) - 1e-12
+        np.testing.assert_allclose(p.cost[s], np.sum(np.asarray(p.amplitudes[s]) ** 2))
+        # a neuron fires at most once, with the sign of its fitted labels
+        fired = np.asarray(p.neurons[s, :k])
+        assert len(set(fired.tolist())) == k
+        for j in range(k):
+            assert np.all(np.sign(y[s][np.asarray(p.fitted[s, j])]) == signs[s][fired[j]])
+
+
+def test_jit_and_vmap_agree_with_single_calls():
+    keys = jax.random.split(jax.random.PRNGKey(3), 4)
+    y, signs, directions = jax.vmap(_random_instance, in_axes=(0, None, None))(keys, 8, 10)
+    batched = jax.jit(jax.vmap(saddle_jumps))(y, signs, directions)
+    for s in range(4):
+        single = saddle_jumps(y[s], signs[s], directions[s])
+        np.testing.assert_array_equal(batched.times[s], single.times)
+        np.testing.assert_array_equal(batched.neurons[s], single.neurons)
+
+
+def test_min_norm_cost_hand_case_and_attained_by_one_neuron_per_sign():
+    y = jnp.array([3.0, -1.0, 4.0, -2.0])
+    np.testing.assert_allclose(min_norm_cost(y), 5.0 + math.sqrt(5.0))
+    # a neuron that covers every positive sample alone reaches ||y_+||, the optimum for y_+
+    p = saddle_jumps(y, jnp.array([1.0, -1.0]), jnp.ones((2, 4)))
+    np.testing.assert_allclose(p.cost, min_norm_cost(y))
+
+
+def test_coverage_width():
+    assert coverage_width(32) == 45  # the paper's n = 32 row
+    assert coverage_width(64) == 47
+    assert int(coverage_width(jnp.array(32))) == 45
+    # the union bound it encodes
+    m = coverage_width(100, 1e-3)
+    assert 100 * 0.75**m <= 1e-3 < 100 * 0.75 ** (m - 1)
+    with pytest.raises(ValueError):
+        coverage_width(0)
+
+
+def test_bad_inputs_raise_value_errors_naming_the_argument():
+    y, s, d = jnp.ones(3), jnp.ones(2), jnp.ones((2, 3))
+    with pytest.raises(ValueError, match="signs"):
+        saddle_jumps(y, jnp.array([1.0, 0.5]), d)
+    with pytest.raises(ValueError, match="directions"):
+        saddle_jumps(y, s, jnp.ones((2, 4)))
+    with pytest.raises(ValueError, match="y"):
+        saddle_jumps(jnp.ones((3, 1)), s, d)
+
+
+def test_crossing_times_interpolates_in_log_loss():
+    p = saddle_jumps(jnp.array([-2.0]), jnp.array([-1.0]), jnp.array([[0.7]]))
+    # plateau 0 = 2, plateau 1 = 0: level 1; loss 4 -> 0.25 between t = 1 and 2 crosses 1 at 1.5
+    ts = jnp.array([0.0, 1.0, 2.0, 3.0])
+    loss = jnp.array([2.0, 4.0, 0.25, 0.0])
+    np.testing.assert_allclose(crossing_times(ts, loss, p), [1.5])
+    assert np.isnan(crossing_times(ts, jnp.full(4, 2.0), p)[0])
