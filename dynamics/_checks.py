@@ -64,3 +64,22 @@ def check_orthonormal_rows(name: str, X, atol: float = 1e-6):
     return check_value(
         X, err <= atol, f"the rows of `{name}` must be orthonormal (X X^T = I to {atol:g})"
     )
+
+
+def check_representable(model) -> None:
+    """Refuse parameters whose first gradients underflow their dtype.
+
+    A neuron's gradient scales as |a_j| ||w_j||; in float32 a balanced init at alpha = 1e-30
+    has gradients of 1e-60, which are exactly 0, so nothing would ever move.
+    """
+    if not is_concrete(model.a):
+        return
+    a = np.abs(np.asarray(model.a, dtype=np.float64))
+    w = np.linalg.norm(np.asarray(model.W, dtype=np.float64), axis=-1)
+    product = a * w
+    tiny = float(jnp.finfo(model.a.dtype).tiny)
+    if np.all(product[product > 0] < tiny) and np.any(product > 0):
+        raise ValueError(
+            f"the parameters underflow {model.a.dtype}: every |a_j| ||w_j|| is below {tiny:g}, "
+            "so every gradient is 0. Enable float64 (`jax.config.update('jax_enable_x64', True)`)."
+        )

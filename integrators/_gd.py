@@ -8,7 +8,7 @@ import optax
 from jaxtyping import Array, Bool, Float, Int
 
 from dynamics import TwoLayerReLU, square_loss
-from dynamics._checks import check_shape
+from dynamics._checks import check_representable, check_shape
 
 
 class GDSolution(eqx.Module):
@@ -61,6 +61,7 @@ def gradient_descent(
     n, d = X.shape
     check_shape("y", y, (n,))
     check_shape("model.W", model.W, (None, d))
+    check_representable(model)
     if max_steps < 1:
         raise ValueError(f"`max_steps` must be >= 1, got {max_steps}")
     optimizer = optax.sgd(learning_rate)

@@ -95,3 +95,12 @@ def test_flow_requires_orthonormal_rows():
         gradient_flow(model, 2.0 * X, y, jnp.linspace(0.0, 1.0, 3))
     with pytest.raises(ValueError, match="y"):
         gradient_flow(model, X, y[:5], jnp.linspace(0.0, 1.0, 3))
+
+
+def test_gradient_descent_refuses_underflowing_float32_parameters():
+    from dynamics import TwoLayerReLU
+
+    X, y = orthogonal_data(4, key=jax.random.PRNGKey(0), dtype=jnp.float32)
+    tiny = TwoLayerReLU(jnp.full(3, 1e-30, jnp.float32), jnp.full((3, 4), 1e-30, jnp.float32))
+    with pytest.raises(ValueError, match="float32"):
+        gradient_descent(tiny, X, y)
