@@ -2,8 +2,11 @@
 
 For each seed: orthonormal data (n = d), a balanced initialization of width m (the paper's
 width rule by default), and for each alpha = 10^-p / sqrt(m) the rescaled gradient flow
-d theta/dt = -log(1/alpha) grad L, integrated with diffrax at float64 for all seeds as one
-vmapped call. Algorithm 1 (`theory.saddle_jumps`) predicts the jump times; measured jump k is
+d theta/dt = -log(1/alpha) grad L, integrated with diffrax at float64. Seeds run through
+`integrators.sweep`: vmapped, sharded over devices, and resumable (rerun the same command
+after a kill and finished chunks are loaded from `--out`).
+
+Algorithm 1 (`theory.saddle_jumps`) predicts the jump times; measured jump k is
 the first time the simulated loss falls below the midpoint between predicted plateaus k-1
 and k. Writes `results.json` and `staircase.png` to `--out`.
 
@@ -16,109 +19,139 @@ import numpy as np
 
 from benchmarks._common import Timer, enable_float64, log, parser, write_results
 from dynamics import balanced_init, orthogonal_data, signs_and_directions
-from integrators import gradient_flow
+from dynamics._checks import check_alpha
+from integrators import gradient_flow, sweep
 from theory import coverage_width, crossing_times, min_norm_cost, saddle_jumps
 
 HORIZON = 1.15  # integrate to 1.15 x the last predicted jump time
 GRID = 4000  # save times per run
 
 
-def make_instances(n: int, m: int, seeds: int, base_seed: int, alphas):
-    """Per seed: data (X, y), and one balanced init per alpha, all with the same signs s_j and
-    directions u_j (the same key), so that the alphas differ only in scale."""
-    keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.PRNGKey(base_seed), s))(
-        jnp.arange(seeds)
-    )
-    kx, kw = jax.vmap(jax.random.split, out_axes=1)(keys)
-    X, y = jax.vmap(lambda k: orthogonal_data(n, key=k, dtype=jnp.float64))(kx)
-    models = [
-        jax.vmap(lambda k, a=a: balanced_init(m, n, a, key=k, dtype=jnp.float64))(kw)
-        for a in alphas
-    ]
-    return X, y, models
+def log_inv_alpha(p, width):
+    """log(1/alpha) for alpha = 10^-p / sqrt(width), exact where alpha itself would underflow."""
+    return p * jnp.log(10.0) + 0.5 * jnp.log(width)
 
 
-def _solve(models, X, y, ts, tau, rtol):
-    def one(model, X, y, ts):
-        sol = gradient_flow(model, X, y, ts, time_scale=tau, rtol=rtol, atol=rtol)
-        m = sol.model
-        cost = 0.5 * (jnp.sum(m.a**2) + jnp.sum(m.W**2))
-        return sol.loss, cost, sol.num_steps, sol.num_rejected_steps, sol.ok
-
-    return jax.vmap(one)(models, X, y, ts)
-
-
-solve = jax.jit(_solve, static_argnames="rtol")
+def make_instance(key, log10_inv_alpha, n, width, rtol):
+    """One seed: orthonormal data and a balanced init at alpha = 10^-p / sqrt(m). The same key
+    gives the same data, signs and directions for every p: the alphas differ only in scale."""
+    kx, kw = jax.random.split(key)
+    X, y = orthogonal_data(n, key=kx, dtype=jnp.float64)
+    alpha = jnp.exp(-log_inv_alpha(log10_inv_alpha, width))
+    return X, y, balanced_init(width, n, alpha, key=kw, dtype=jnp.float64)
 
 
-def run(n=32, width=None, seeds=16, seed=0, log10_inv_alpha=(10, 30, 100), rtol=1e-7):
-    """Run the comparison; returns the results dict (also what `results.json` holds)."""
+def run_instance(instance, log10_inv_alpha, n, width, rtol):
+    """Predict with Algorithm 1, integrate the rescaled flow, measure the jumps."""
+    X, y, model = instance
+    signs, directions = signs_and_directions(model, X)
+    pred = saddle_jumps(y, signs, directions)
+    last = jnp.max(jnp.where(jnp.isfinite(pred.times), pred.times, 0.0))
+    t1 = HORIZON * jnp.where(last > 0, last, 1.0)
+    ts = jnp.linspace(0.0, t1, GRID)
+    tau = log_inv_alpha(log10_inv_alpha, width)
+    sol = gradient_flow(model, X, y, ts, time_scale=tau, rtol=rtol, atol=rtol)
+    final = sol.model
+    return {
+        "predicted_times": pred.times,
+        "measured_times": crossing_times(ts, sol.loss, pred),
+        "predicted_neurons": pred.neurons,
+        "num_jumps": pred.num_jumps,
+        "predicted_cost": pred.cost,
+        "measured_cost": 0.5 * (jnp.sum(final.a**2) + jnp.sum(final.W**2)),
+        "min_norm_cost": min_norm_cost(y),
+        "final_loss": sol.loss[-1],
+        "solver_steps": sol.num_steps,
+        "rejected_steps": sol.num_rejected_steps,
+        "solve_ok": sol.ok,
+        "t1": t1,
+        "loss": sol.loss,
+        "y": y,
+        "signs": signs,
+        "directions": directions,
+    }
+
+
+def _summary(p, o, wall):
+    real = np.isfinite(o["predicted_times"])
+    errs = np.abs(o["measured_times"] / o["predicted_times"] - 1.0)[real]
+    return {
+        "log10_inv_alpha": p,
+        "log_inv_alpha": float(log_inv_alpha(p, o["signs"].shape[1])),
+        "median_rel_error": float(np.nanmedian(errs)),
+        "max_rel_error": float(np.nanmax(errs)),
+        "jumps": int(errs.size),
+        "jumps_not_crossed": int(np.sum(np.isnan(errs))),
+        "median_solver_steps": float(np.median(o["solver_steps"])),
+        "max_solver_steps": int(np.max(o["solver_steps"])),
+        "median_rejected_steps": float(np.median(o["rejected_steps"])),
+        "failed_solves": int(np.sum(~o["solve_ok"])),
+        "median_cost_rel_error": float(
+            np.median(np.abs(o["measured_cost"] / o["predicted_cost"] - 1.0))
+        ),
+        "wall_seconds": wall,
+    }
+
+
+def run(n=32, width=None, seeds=16, seed=0, log10_inv_alpha=(10, 30, 100), rtol=1e-7, out=None):
+    """Run the comparison through `integrators.sweep` (resumable when `out` is given);
+    returns the results dict (also what `results.json` holds)."""
     enable_float64()
     timer = Timer()
     m = coverage_width(n) if width is None else width
-    alphas = [10.0 ** (-p) / np.sqrt(m) for p in log10_inv_alpha]
-    X, y, all_models = make_instances(n, m, seeds, seed, alphas)
-    signs, directions = jax.vmap(signs_and_directions)(all_models[0], X)
-    pred = jax.vmap(saddle_jumps)(y, signs, directions)
-    last = jnp.max(jnp.where(jnp.isfinite(pred.times), pred.times, 0.0), axis=1)
-    t1 = HORIZON * jnp.where(last > 0, last, 1.0)
-    ts = jax.vmap(lambda t: jnp.linspace(0.0, t, GRID))(t1)
+    for p in log10_inv_alpha:
+        check_alpha(10.0 ** (-p) / np.sqrt(m), jnp.float64)
     log(f"jump_times: n = d = {n}, m = {m}, {seeds} seeds, p = {list(log10_inv_alpha)}")
-
-    summary, runs, curves = [], [], {}
-    for i, (p, models) in enumerate(zip(log10_inv_alpha, all_models, strict=True)):
-        t0 = Timer()
-        tau = p * np.log(10.0) + 0.5 * np.log(m)  # log(1/alpha)
-        loss, cost, steps, rejected, ok = solve(models, X, y, ts, jnp.asarray(tau), rtol)
-        loss.block_until_ready()
-        measured = jax.vmap(crossing_times)(ts, loss, pred)
-        rel = np.abs(np.asarray(measured) / np.asarray(pred.times) - 1.0)
-        real = np.isfinite(np.asarray(pred.times))
-        errs = rel[real]
-        missed = int(np.sum(np.isnan(errs)))
-        entry = {
-            "log10_inv_alpha": p,
-            "log_inv_alpha": tau,
-            "median_rel_error": float(np.nanmedian(errs)),
-            "max_rel_error": float(np.nanmax(errs)),
-            "jumps": int(errs.size),
-            "jumps_not_crossed": missed,
-            "median_solver_steps": float(np.median(steps)),
-            "max_solver_steps": int(np.max(steps)),
-            "median_rejected_steps": float(np.median(rejected)),
-            "failed_solves": int(np.sum(~np.asarray(ok))),
-            "median_cost_rel_error": float(np.median(np.abs(cost / pred.cost - 1.0))),
-            "wall_seconds": t0(),
-        }
+    grid = [dict(log10_inv_alpha=p, n=n, width=m, rtol=rtol) for p in log10_inv_alpha]
+    result = sweep(
+        run_instance,
+        make=make_instance,
+        seeds=seeds,
+        grid=grid,
+        static=("n", "width", "rtol"),
+        out=out,
+        name="jump_times",
+        config={"horizon": HORIZON, "grid_points": GRID},
+        base_seed=seed,
+    )
+    summary, runs = [], []
+    for p, o, failed, wall in zip(
+        log10_inv_alpha, result.outputs, result.failed, result.point_seconds, strict=True
+    ):
+        entry = _summary(p, o, wall)
+        entry["failed_chunks"] = failed
         summary.append(entry)
-        curves[p] = np.asarray(loss)
         for s in range(seeds):
-            k = int(pred.num_jumps[s])
+            k = int(o["num_jumps"][s])
             runs.append(
                 {
                     "seed": s,
                     "log10_inv_alpha": p,
-                    "predicted_times": pred.times[s, :k],
-                    "measured_times": measured[s, :k],
-                    "predicted_neurons": pred.neurons[s, :k],
-                    "predicted_cost": pred.cost[s],
-                    "measured_cost": cost[s],
-                    "min_norm_cost": min_norm_cost(y[s]),
-                    "final_loss": loss[s, -1],
-                    "solver_steps": steps[s],
-                    "rejected_steps": rejected[s],
-                    "solve_ok": ok[s],
-                    "y": y[s],
-                    "signs": signs[s],
-                    "directions": directions[s],
+                    "predicted_times": o["predicted_times"][s, :k],
+                    "measured_times": o["measured_times"][s, :k],
+                    "predicted_neurons": o["predicted_neurons"][s, :k],
+                    **{
+                        key: o[key][s]
+                        for key in (
+                            "predicted_cost",
+                            "measured_cost",
+                            "min_norm_cost",
+                            "final_loss",
+                            "solver_steps",
+                            "rejected_steps",
+                            "solve_ok",
+                            "y",
+                            "signs",
+                            "directions",
+                        )
+                    },
                 }
             )
+    for e in summary:
         log(
-            f"[{i + 1}/{len(log10_inv_alpha)}] p = {p:>5}: median rel err "
-            f"{entry['median_rel_error']:.2e}, max {entry['max_rel_error']:.2e}, "
-            f"median steps {entry['median_solver_steps']:.0f}, {entry['wall_seconds']:.1f} s"
+            f"p = {e['log10_inv_alpha']:>5}: median rel err {e['median_rel_error']:.2e}, "
+            f"max {e['max_rel_error']:.2e}, median steps {e['median_solver_steps']:.0f}"
         )
-
     return {
         "benchmark": "jump_times",
         "config": {
@@ -136,9 +169,17 @@ def run(n=32, width=None, seeds=16, seed=0, log10_inv_alpha=(10, 30, 100), rtol=
             "time": "rescaled, d theta/dt = -log(1/alpha) grad L, L = 1/(2n) sum (h - y)^2",
         },
         "wall_seconds": timer(),
+        "sweep": {
+            "devices": result.devices,
+            "batch_size": result.batch_size,
+            "chunk_size": result.chunk_size,
+            "computed_chunks": result.computed_chunks,
+            "loaded_chunks": result.loaded_chunks,
+            "wall_seconds": result.wall_seconds,
+        },
         "summary": summary,
         "runs": runs,
-        "_curves": {"ts": np.asarray(ts), "loss": curves, "pred": pred},
+        "_curves": {p: o for p, o in zip(log10_inv_alpha, result.outputs, strict=True)},
     }
 
 
@@ -163,13 +204,15 @@ def plot_staircase(results: dict, path, num_seeds: int = 3) -> None:
 
     curves = results["_curves"]
     ps = results["config"]["log10_inv_alpha"]
+    grid = np.linspace(0.0, 1.0, GRID)
     fig, axes = plt.subplots(1, len(ps), figsize=(4.2 * len(ps), 3.6), sharey=True, squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, p in zip(axes[0], ps, strict=True):
-        for s in range(min(num_seeds, curves["ts"].shape[0])):
+        o = curves[p]
+        for s in range(min(num_seeds, o["loss"].shape[0])):
             c = colors[s % len(colors)]
-            ax.semilogy(curves["ts"][s], curves["loss"][p][s], color=c, lw=1.2, label=f"seed {s}")
-            for t in np.asarray(curves["pred"].times[s]):
+            ax.semilogy(grid * o["t1"][s], o["loss"][s], color=c, lw=1.2, label=f"seed {s}")
+            for t in o["predicted_times"][s]:
                 if np.isfinite(t):
                     ax.axvline(t, color=c, ls=":", lw=0.8)
         ax.set_title(f"alpha = 1e-{p} / sqrt(m)")
@@ -191,7 +234,15 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     if args.quick:
         args.n, args.seeds, args.log10_inv_alpha = 8, 4, [10, 30]
-    results = run(args.n, args.width, args.seeds, args.seed, tuple(args.log10_inv_alpha), args.rtol)
+    results = run(
+        args.n,
+        args.width,
+        args.seeds,
+        args.seed,
+        tuple(args.log10_inv_alpha),
+        args.rtol,
+        out=args.out,
+    )
     print(table(results))
     path = write_results(args.out, {k: v for k, v in results.items() if k != "_curves"})
     plot_staircase(results, args.out / "staircase.png")

@@ -10,3 +10,9 @@ from ._gd import (
     checkpoint_steps as checkpoint_steps,
     gradient_descent as gradient_descent,
 )
+from ._sweep import (
+    SweepConfigError as SweepConfigError,
+    SweepResult as SweepResult,
+    pick_batch_size as pick_batch_size,
+    sweep as sweep,
+)

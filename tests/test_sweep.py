@@ -1,0 +1,147 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from integrators import SweepConfigError, pick_batch_size, sweep
+
+JOB = str(Path(__file__).with_name("sweep_job.py"))
+ROOT = str(Path(__file__).resolve().parents[1])
+
+
+def _job(out, result, *extra, devices=1, wait=True):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    cmd = [sys.executable, JOB, str(out), str(result), *extra]
+    if not wait:
+        return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _same(path_a, path_b):
+    a, b = np.load(path_a), np.load(path_b)
+    assert sorted(a.files) == sorted(b.files)
+    for k in a.files:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def test_sharded_over_8_devices_equals_one_device(tmp_path):
+    one = _job("-", tmp_path / "one.npz", devices=1)
+    eight = _job("-", tmp_path / "eight.npz", "--chunk", "8", devices=8)
+    assert one["devices"] == 1 and eight["devices"] == 8
+    _same(tmp_path / "one.npz", tmp_path / "eight.npz")
+
+
+def test_killed_sweep_resumes_without_recomputing(tmp_path):
+    full = _job(tmp_path / "full", tmp_path / "full.npz", "--steps", "20000")
+    assert full["computed"] == 12 and full["loaded"] == 0  # 2 points x 6 chunks
+
+    out = tmp_path / "killed"
+    proc = _job(out, tmp_path / "never.npz", "--steps", "20000", wait=False)
+    chunks = out / "chunks"
+    deadline = time.time() + 240
+    while time.time() < deadline and len(list(chunks.glob("*.npz"))) < 3:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    finished = sorted(chunks.glob("*.npz"))
+    assert 3 <= len(finished) < 12, "the kill must land midway"
+    stamps = {p: p.stat().st_mtime_ns for p in finished}
+
+    resumed = _job(out, tmp_path / "resumed.npz", "--steps", "20000")
+    assert resumed["loaded"] == len(finished)
+    assert resumed["computed"] == 12 - len(finished)
+    assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())  # not rewritten
+    _same(tmp_path / "full.npz", tmp_path / "resumed.npz")
+
+
+def test_corrupt_and_partial_chunks_are_recomputed(tmp_path):
+    out = tmp_path / "run"
+    _job(out, tmp_path / "first.npz")
+    files = sorted((out / "chunks").glob("*.npz"))
+    files[0].write_bytes(files[0].read_bytes()[:100])  # partial write
+    files[1].write_bytes(b"not a zip file at all")  # corrupt
+    files[2].write_bytes(files[3].read_bytes())  # another chunk's (valid) file
+    again = _job(out, tmp_path / "again.npz")
+    assert again["computed"] == 3 and again["loaded"] == len(files) - 3
+    _same(tmp_path / "first.npz", tmp_path / "again.npz")
+
+
+def test_changed_configuration_is_refused(tmp_path):
+    out = tmp_path / "run"
+    _job(out, tmp_path / "a.npz", "--seeds", "8")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    for extra in (["--eta", "0.25"], ["--seeds", "9"]):
+        proc = subprocess.run(
+            [sys.executable, JOB, str(out), str(tmp_path / "b.npz"), *extra],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode != 0
+        assert "different configuration" in proc.stderr and "SweepConfigError" in proc.stderr
+
+
+def test_failed_chunk_is_recorded_and_the_sweep_goes_on(tmp_path, capfd):
+    bad = jax.random.fold_in(jax.random.PRNGKey(0), 5)
+
+    def run(key, scale):
+        x = scale * jax.random.normal(key, (3,))
+        x = eqx.error_if(x, jnp.all(key == bad), "seed 5 diverged")
+        return {"x": x}
+
+    res = sweep(run, seeds=12, grid=[{"scale": 2.0}], out=tmp_path, chunk_size=4, batch_size=2)
+    assert [f["seeds"] for f in res.failed[0]] == [[4, 8]]
+    assert "seed 5 diverged" in res.failed[0][0]["error"]
+    x = res.outputs[0]["x"]
+    assert np.isnan(x[4:8]).all() and np.isfinite(x[:4]).all() and np.isfinite(x[8:]).all()
+    assert "failed" in capfd.readouterr().err
+    assert (tmp_path / "chunks" / "p000_s0000004-0000008.failed.json").exists()
+    again = sweep(run, seeds=12, grid=[{"scale": 2.0}], out=tmp_path, chunk_size=4, batch_size=2)
+    assert again.loaded_chunks == 2 and again.computed_chunks == 0 and len(again.failed[0]) == 1
+
+
+def test_results_do_not_depend_on_chunk_or_batch_size():
+    def run(key, scale):
+        return {"x": scale * jax.random.normal(key, (2,))}
+
+    a = sweep(run, seeds=10, grid=[{"scale": 1.0}], chunk_size=3, batch_size=1, progress=False)
+    b = sweep(run, seeds=10, grid=[{"scale": 1.0}], chunk_size=10, batch_size=4, progress=False)
+    np.testing.assert_array_equal(a.outputs[0]["x"], b.outputs[0]["x"])
+    assert a.outputs[0]["x"].shape == (10, 2)
+
+
+def test_batch_rule():
+    cpu = jax.devices("cpu")[0]
+    assert pick_batch_size(1, cpu, limit=64) == 64
+    assert pick_batch_size(10**12, cpu) == 1
+    b = pick_batch_size(100_000, cpu)
+    assert b & (b - 1) == 0  # a power of two
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="seeds"):
+        sweep(lambda k: {"x": k}, seeds=0)
+
+
+def test_changed_configuration_raises_sweep_config_error_in_process(tmp_path):
+    def run(key, scale):
+        return {"x": scale * jax.random.normal(key)}
+
+    sweep(run, seeds=4, grid=[{"scale": 1.0}], out=tmp_path, progress=False)
+    with pytest.raises(SweepConfigError, match="points"):
+        sweep(run, seeds=4, grid=[{"scale": 2.0}], out=tmp_path, progress=False)
+    with pytest.raises(SweepConfigError, match="config"):
+        sweep(run, seeds=4, grid=[{"scale": 1.0}], out=tmp_path, config={"x": 1}, progress=False)
