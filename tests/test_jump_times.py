@@ -5,8 +5,7 @@ import sys
 import numpy as np
 
 
-def test_quick_run_end_to_end(tmp_path):
-    out = tmp_path / "jt"
+def _quick(out):
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.jump_times", "--quick", "--out", str(out)],
         capture_output=True,
@@ -15,8 +14,13 @@ def test_quick_run_end_to_end(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "median err" in proc.stdout
-    assert "[2/2]" in proc.stderr  # progress
-    results = json.loads((out / "results.json").read_text())
+    assert "2/2 chunks" in proc.stderr and "ETA" in proc.stderr  # progress
+    return json.loads((out / "results.json").read_text())
+
+
+def test_quick_run_end_to_end_and_resume(tmp_path):
+    out = tmp_path / "jt"
+    results = _quick(out)
     assert (out / "staircase.png").stat().st_size > 10_000
     assert {"benchmark", "config", "wall_seconds", "summary", "runs"} <= results.keys()
     assert results["config"]["base_seed"] == 0
@@ -43,3 +47,12 @@ def test_quick_run_end_to_end(tmp_path):
     n = results["config"]["n"]
     assert np.asarray(run["directions"]).shape == (results["config"]["width"], n)
     assert len(run["predicted_times"]) == len(run["measured_times"])
+
+    # the same command again loads every finished chunk and reproduces the results
+    again = _quick(out)
+    assert again["sweep"]["computed_chunks"] == 0
+    assert again["sweep"]["loaded_chunks"] == results["sweep"]["computed_chunks"]
+    untimed = [{k: v for k, v in e.items() if k != "wall_seconds"} for e in summary]
+    assert untimed == [
+        {k: v for k, v in e.items() if k != "wall_seconds"} for e in again["summary"]
+    ]
