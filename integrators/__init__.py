@@ -2,7 +2,6 @@
 
 from ._flow import (
     FlowSolution as FlowSolution,
-    ScaledState as ScaledState,
     gradient_flow as gradient_flow,
 )
 from ._gd import (
