@@ -1,4 +1,4 @@
-"""How it moves in time: gradient flow (diffrax), gradient descent (optax)."""
+"""How it moves in time: gradient flow (diffrax), gradient descent (optax), seed sweeps."""
 
 from ._flow import (
     FlowSolution as FlowSolution,
