@@ -185,6 +185,11 @@ class _Programs:
 _PROGRAMS: dict[tuple, _Programs] = {}  # compiled programs, reused by later sweeps
 
 
+def _key_itself(key, **params):
+    """The default `make`: the instance is the seed's key."""
+    return key
+
+
 def _to_host(tree):
     if jax.process_count() > 1:
         tree = multihost_utils.process_allgather(tree, tiled=True)
@@ -261,7 +266,7 @@ def sweep(
         raise ValueError(f"`seeds` must be >= 1, got {seeds}")
     points = [dict(p) for p in grid]
     static = tuple(static)
-    make = (lambda key, **_: key) if make is None else make
+    make = _key_itself if make is None else make
     devices = jax.devices()
     n_dev = len(devices)
     mesh = Mesh(np.array(devices), ("seed",))
@@ -315,8 +320,7 @@ def sweep(
         if chunk_size is None:
             unit = n_dev * prog.batch_size
             chunk_size = min(unit * max(1, 64 // unit), -(-seeds // n_dev) * n_dev)
-        if chunk_size % n_dev:
-            raise ValueError(f"`chunk_size` {chunk_size} must be a multiple of {n_dev} devices")
+        padded = -(-chunk_size // n_dev) * n_dev  # any chunk size runs on any device count
         if out is not None and writer and index == 0:
             manifest = {"fingerprint": fingerprint, "spec": spec, "chunk_size": chunk_size}
             tmp = out / "sweep.json.tmp"
@@ -333,7 +337,7 @@ def sweep(
             data = None if path is None else _load_chunk(path, fingerprint, lo, hi, expected)
             if data is None:
                 try:
-                    data = _compute_chunk(prog, key0, lo, chunk_size, hi - lo, dyn)
+                    data = _compute_chunk(prog, key0, lo, padded, hi - lo, dyn)
                 except Exception as err:  # noqa: BLE001 - recorded, reported, retried later
                     error = f"{type(err).__name__}: {err}"
                     point_failed.append({"seeds": [lo, hi], "error": error})
