@@ -118,25 +118,34 @@ def _fill(shape, dtype) -> np.ndarray:
 
 
 class _Progress:
+    """A text progress bar on stderr. The ETA uses the chunks computed after the first one,
+    whose time includes compilation."""
+
     def __init__(self, name: str, total: int, enabled: bool):
         self.name, self.total, self.enabled = name, total, enabled
         self.done = self.computed = 0
         self.start = time.perf_counter()
+        self.first_computed = None
 
     def update(self, computed: bool):
         self.done += 1
         self.computed += computed
+        now = time.perf_counter()
+        if computed and self.first_computed is None:
+            self.first_computed = now
         if not self.enabled:
             return
-        elapsed = time.perf_counter() - self.start
         left = self.total - self.done
-        eta = elapsed / self.computed * left if self.computed else float("nan")
+        if self.computed >= 2:
+            eta = f"{(now - self.first_computed) / (self.computed - 1) * left:.1f} s"
+        else:
+            eta = "0.0 s" if left == 0 else "?"
         width = 24
         bar = "#" * round(width * self.done / self.total)
         end = "\n" if left == 0 else ""
         sys.stderr.write(
             f"\r{self.name} [{bar:<{width}}] {self.done}/{self.total} chunks, "
-            f"{elapsed:.1f} s, ETA {eta:.1f} s   {end}"
+            f"{now - self.start:.1f} s, ETA {eta}   {end}"
         )
         sys.stderr.flush()
 
