@@ -21,14 +21,16 @@ Seed i always uses `jax.random.fold_in(PRNGKey(base_seed), i)`, so results do no
 chunking, batching or sharding. Each finished chunk is written atomically (`npz`, no pickle)
 under `out/chunks/`; running the same sweep again loads finished chunks and computes only the
 rest. `out/sweep.json` holds the configuration's fingerprint: a different configuration in the
-same folder is refused. A chunk whose solve raises is recorded and reported (its seeds are
-NaN / -1 / False), the sweep goes on, and a rerun retries it.
+same folder is refused; the configuration includes the name and source hash of `run` and
+`make` (not of the library code they call). A chunk whose solve raises is recorded and
+reported (its seeds are NaN / -1 / False), the sweep goes on, and a rerun retries it.
 
 Multi-host: call `jax.distributed.initialize()` in every process before the sweep; the mesh
 then spans all processes' devices, every process computes its share, and process 0 writes.
 """
 
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -102,6 +104,17 @@ def pick_batch_size(bytes_per_seed: int, device=None, limit: int = 4096) -> int:
 def _flat_names(tree) -> dict[str, Any]:
     leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
     return {jax.tree_util.keystr(path).strip("[]'\"."): leaf for path, leaf in leaves}
+
+
+def _code_id(fn) -> str:
+    """Module, name and a hash of the source of a user function (its name alone if the source
+    cannot be read): part of the fingerprint, so another or an edited `run` is refused."""
+    name = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return name
+    return f"{name}:{hashlib.sha256(source.encode()).hexdigest()[:16]}"
 
 
 def _fingerprint(spec: dict) -> str:
@@ -288,6 +301,7 @@ def sweep(
         "static": list(static),
         "config": dict(config or {}),
         "dtype": str(dtype),
+        "code": {"run": _code_id(run), "make": _code_id(make)},
     }
     fingerprint = _fingerprint(spec)
     writer = jax.process_index() == 0

@@ -158,3 +158,15 @@ def test_any_chunk_size_and_repeated_sweeps_reuse_programs():
     b = sweep(run, seeds=7, grid=[{"scale": 1.0}], chunk_size=5, progress=False)
     assert len(_PROGRAMS) == n  # the same compiled programs, not new ones per call
     np.testing.assert_array_equal(a.outputs[0]["x"], b.outputs[0]["x"])
+
+
+def test_another_run_function_in_the_same_folder_is_refused(tmp_path):
+    def run(key, scale):
+        return {"x": scale * jax.random.normal(key)}
+
+    def run_other(key, scale):
+        return {"x": scale * jax.random.uniform(key)}
+
+    sweep(run, seeds=4, grid=[{"scale": 1.0}], out=tmp_path, progress=False)
+    with pytest.raises(SweepConfigError, match="code"):
+        sweep(run_other, seeds=4, grid=[{"scale": 1.0}], out=tmp_path, progress=False)
