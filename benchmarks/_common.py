@@ -41,6 +41,18 @@ class Timer:
         return time.perf_counter() - self.start
 
 
+def best_seconds(fn, repeats: int = 3) -> float:
+    """Warm `fn` up once (compilation), then the best wall time of `repeats` calls, each
+    blocked until its results are ready."""
+    jax.block_until_ready(fn())
+    times = []
+    for _ in range(repeats):
+        t = Timer()
+        jax.block_until_ready(fn())
+        times.append(t())
+    return min(times)
+
+
 def _jsonable(x):
     if isinstance(x, dict):
         return {str(k): _jsonable(v) for k, v in x.items()}

@@ -147,11 +147,6 @@ def run(n=32, width=None, seeds=16, seed=0, log10_inv_alpha=(10, 30, 100), rtol=
                     },
                 }
             )
-    for e in summary:
-        log(
-            f"p = {e['log10_inv_alpha']:>5}: median rel err {e['median_rel_error']:.2e}, "
-            f"max {e['max_rel_error']:.2e}, median steps {e['median_solver_steps']:.0f}"
-        )
     return {
         "benchmark": "jump_times",
         "config": {

@@ -16,7 +16,15 @@ import sys
 import jax
 import numpy as np
 
-from benchmarks._common import Timer, enable_float64, environment, log, parser, write_results
+from benchmarks._common import (
+    Timer,
+    best_seconds,
+    enable_float64,
+    environment,
+    log,
+    parser,
+    write_results,
+)
 from dynamics import balanced_init, orthogonal_data
 from integrators import gradient_descent, sweep
 
@@ -40,13 +48,16 @@ def run(instance, alpha):
 def measure(seeds: int, base_seed: int, repeats: int = 3) -> dict:
     """Best-of-`repeats` warm sweep time (compilation excluded) for `seeds` seeds."""
     grid = [{"alpha": 1e-30 / np.sqrt(M)}]
-    res = sweep(run, make=make, seeds=seeds, grid=grid, base_seed=base_seed, progress=False)
-    times = []
-    for _ in range(repeats):
-        t = Timer()
-        res = sweep(run, make=make, seeds=seeds, grid=grid, base_seed=base_seed, progress=False)
-        times.append(t())
-    best = min(times)
+    results = []
+
+    def once():
+        results.append(
+            sweep(run, make=make, seeds=seeds, grid=grid, base_seed=base_seed, progress=False)
+        )
+        return results[-1].outputs
+
+    best = best_seconds(once, repeats)
+    res = results[-1]
     assert np.all(res.outputs[0]["steps"] == EPOCHS)
     return {
         "seeds": seeds,
@@ -62,13 +73,7 @@ def single_seed_rate(base_seed: int, repeats: int = 3) -> float:
     """One seed, one compiled call: epochs per second."""
     inst = make(jax.random.PRNGKey(base_seed), 1e-30 / np.sqrt(M))
     f = jax.jit(lambda i: run(i, 1e-30 / np.sqrt(M)))
-    jax.block_until_ready(f(inst))
-    times = []
-    for _ in range(repeats):
-        t = Timer()
-        jax.block_until_ready(f(inst))
-        times.append(t())
-    return EPOCHS / min(times)
+    return EPOCHS / best_seconds(lambda: f(inst), repeats)
 
 
 def _in_subprocess(devices: int, seeds: int, base_seed: int) -> dict:
