@@ -72,7 +72,8 @@ def run_instance(instance, log10_inv_alpha, n, width, rtol):
     }
 
 
-def _summary(p, o, wall):
+def summarize(p, o, wall):
+    """Per-alpha summary of one sweep point's outputs (jump-time and cost errors, steps)."""
     real = np.isfinite(o["predicted_times"])
     errs = np.abs(o["measured_times"] / o["predicted_times"] - 1.0)[real]
     return {
@@ -118,7 +119,7 @@ def run(n=32, width=None, seeds=16, seed=0, log10_inv_alpha=(10, 30, 100), rtol=
     for p, o, failed, wall in zip(
         log10_inv_alpha, result.outputs, result.failed, result.point_seconds, strict=True
     ):
-        entry = _summary(p, o, wall)
+        entry = summarize(p, o, wall)
         entry["failed_chunks"] = failed
         summary.append(entry)
         for s in range(seeds):

@@ -56,6 +56,15 @@ def check_alpha(alpha, dtype) -> None:
         )
 
 
+def check_log_inv_alpha(log_inv_alpha):
+    """log(1/alpha) must be finite and > 0; returns it as an array (`ValueError` when concrete,
+    `eqx.error_if` under `jit`)."""
+    tau = jnp.asarray(log_inv_alpha)
+    ok = jnp.isfinite(tau) & (tau > 0)
+    shown = float(tau) if is_concrete(tau) and tau.ndim == 0 else "an array"
+    return check_value(tau, ok, f"`log_inv_alpha` must be finite and > 0, got {shown}")
+
+
 def check_orthonormal_rows(name: str, X, atol: float = 1e-6):
     """Check that the rows of `X` (n, d) are orthonormal: X X^T = I_n to `atol`."""
     n = jnp.shape(X)[0]

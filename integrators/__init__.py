@@ -15,3 +15,7 @@ from ._sweep import (
     pick_batch_size as pick_batch_size,
     sweep as sweep,
 )
+from ._vanishing import (
+    VanishingSolution as VanishingSolution,
+    vanishing_flow as vanishing_flow,
+)

@@ -142,3 +142,20 @@ def test_crossing_times_interpolates_in_log_loss():
     loss = jnp.array([2.0, 4.0, 0.25, 0.0])
     np.testing.assert_allclose(crossing_times(ts, loss, p), [1.5])
     assert np.isnan(crossing_times(ts, jnp.full(4, 2.0), p)[0])
+
+
+def test_predicted_exponents_by_hand():
+    from theory import predicted_exponents
+
+    # two neurons on one positive sample y = 1 (n = 1): rates ||D|| = 1 and a tie, neuron 0
+    # fires at t = 1; neuron 1 then has no unfitted support and stops at its exponent, 0.
+    y = jnp.array([1.0])
+    pred = saddle_jumps(y, jnp.array([1.0, 1.0]), jnp.array([[0.5], [0.2]]))
+    ell = predicted_exponents(pred, jnp.array([0.0, 0.25, 1.0, 3.0]))
+    np.testing.assert_allclose(ell[:, 0], [-1.0, -0.75, 0.0, 0.0])
+    np.testing.assert_allclose(ell[:, 1], [-1.0, -0.75, 0.0, 0.0])
+    # a neuron of the other sign never moves
+    pred = saddle_jumps(y, jnp.array([1.0, -1.0]), jnp.array([[0.5], [0.2]]))
+    ell = predicted_exponents(pred, jnp.array([0.0, 2.0, 5.0]))
+    np.testing.assert_allclose(ell[:, 1], [-1.0, -1.0, -1.0])
+    np.testing.assert_allclose(pred.rates[0], [1.0, 0.0])

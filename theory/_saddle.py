@@ -40,6 +40,8 @@ class SaddleJumps(eqx.Module):
     - `cost`: 1/2 ||theta||^2 = sum_k a_k^2 = sum_k ||y_{S_k}||_2 of the limit interpolator.
     - `uncovered` (n,): samples in no neuron's support; they are never fitted.
     - `num_jumps`: number of real (unpadded) jumps.
+    - `rates` (K, m): d ell_j/dt = ||D_j^(k-1)|| of every neuron on the interval
+      (t_{k-1}, t_k) before jump k (t_0 = 0); 0 for fired neurons and on padded rows.
     """
 
     times: Float[Array, " K"]
@@ -51,6 +53,7 @@ class SaddleJumps(eqx.Module):
     cost: Float[Array, ""]
     uncovered: Bool[Array, " n"]
     num_jumps: Int[Array, ""]
+    rates: Float[Array, "K m"]
 
 
 def _check_inputs(y, signs, directions):
@@ -139,6 +142,7 @@ def _saddle_jumps(y, signs, directions) -> SaddleJumps:
             fits,
             amplitude,
             jnp.where(jumps, plateau, jnp.nan),
+            jnp.where(jumps, rate, 0.0),
         )
         return (t_next, ell, neuron_done, sample_done), out
 
@@ -149,7 +153,9 @@ def _saddle_jumps(y, signs, directions) -> SaddleJumps:
         jnp.zeros((m,), bool),
         jnp.zeros((n,), bool),
     )
-    _, (times, neurons, fitted, amplitudes, plateaus) = jax.lax.scan(step, init, None, length=K)
+    _, (times, neurons, fitted, amplitudes, plateaus, rates) = jax.lax.scan(
+        step, init, None, length=K
+    )
     return SaddleJumps(
         times=times,
         neurons=neurons,
@@ -160,7 +166,24 @@ def _saddle_jumps(y, signs, directions) -> SaddleJumps:
         cost=jnp.sum(amplitudes * amplitudes),
         uncovered=~jnp.any(support, axis=0),
         num_jumps=jnp.sum(neurons >= 0),
+        rates=rates,
     )
+
+
+@jax.jit
+def predicted_exponents(prediction: SaddleJumps, ts: Float[Array, " T"]) -> Float[Array, "T m"]:
+    """Algorithm 1's exponents ell_j(t) at the times `ts` (||w_j|| = alpha^(-ell_j)).
+
+    ell_j(0) = -1 and ell_j grows at `rates[k, j]` on (t_{k-1}, t_k); a neuron that fires
+    stays at ell = 0. After the last jump no neuron has unfitted support, so the exponents
+    stop. `jax.vmap`-able over seeds.
+    """
+    real = prediction.neurons >= 0
+    starts = jnp.concatenate([jnp.zeros((1,)), jnp.where(real, prediction.times, jnp.inf)[:-1]])
+    ends = jnp.where(real, prediction.times, jnp.inf)
+    spent = jnp.clip(ts[:, None] - starts[None, :], 0.0, (ends - starts)[None, :])  # (T, K)
+    ell = -1.0 + jnp.where(real[None, :], spent, 0.0) @ prediction.rates
+    return jnp.minimum(ell, 0.0)
 
 
 def min_norm_cost(y: Float[Array, " n"]) -> Float[Array, ""]:
@@ -226,3 +249,31 @@ def crossing_times(
         return jnp.where(jnp.any(below) & jnp.isfinite(level), t, jnp.nan)
 
     return jax.vmap(one)(levels)
+
+
+def jump_time_grid(
+    prediction: SaddleJumps,
+    t1,
+    log_inv_alpha,
+    *,
+    num: int = 4000,
+    window: float = 30.0,
+    window_points: int = 256,
+) -> Float[Array, " T"]:
+    """Save times that resolve every jump: a uniform grid on [0, t1] merged with a dense
+    window around each predicted jump time t_k.
+
+    At finite alpha a jump lasts ~ n / (log(1/alpha) ||y_S||) in the rescaled clock and lands
+    O(1/log(1/alpha)) away from t_k, so at alpha = 10^-10000 it is far narrower than any
+    affordable uniform grid. Window k is t_k (1 +- w) with w = min(0.5, `window` /
+    log(1/alpha)), sampled at `window_points` points (clipped to [0, t1]). Returns the sorted
+    grid of `num` + K `window_points` times (K = min(m, n)), the last one `t1`; pass it to
+    the flow and its loss to `crossing_times`. Padded (not real) jumps add copies of `t1`.
+    """
+    t1 = jnp.asarray(t1)
+    w = jnp.minimum(0.5, window / jnp.asarray(log_inv_alpha, t1.dtype))
+    centers = jnp.where(jnp.isfinite(prediction.times), prediction.times, t1)
+    offsets = jnp.linspace(-1.0, 1.0, window_points, dtype=t1.dtype)
+    local = centers[:, None] * (1.0 + w * offsets[None, :])
+    grid = jnp.concatenate([jnp.linspace(0.0, t1, num, dtype=t1.dtype), local.ravel()])
+    return jnp.sort(jnp.clip(grid, 0.0, t1))

@@ -1,0 +1,232 @@
+"""The alpha -> 0 limit: the vanishing-initialization flow against Algorithm 1 up to 10^-10000.
+
+For each seed: orthonormal data (n = d), the signs and directions of a balanced init of width m
+(the paper's width rule by default), and for each alpha = 10^-p / sqrt(m) the rescaled flow
+integrated by `integrators.vanishing_flow`, which never forms alpha. The jump times are
+measured on a save grid that resolves every jump (`theory.jump_time_grid`); the final
+1/2 ||theta||^2 is compared with Algorithm 1's cost. The limit theorem says both errors vanish
+as alpha -> 0; the fitted slope of error against log(1/alpha) on log-log axes measures how fast.
+Writes `results.json`, `errors.png` and `exponents.png` to `--out`.
+
+    python -m benchmarks.alpha_limit [--seeds 8] [--log10-inv-alpha 10 30 100 300 1000 10000]
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks._common import Timer, enable_float64, environment, log, parser, write_results
+from benchmarks.jump_times import log_inv_alpha, summarize
+from dynamics import balanced_init, orthogonal_data, signs_and_directions
+from integrators import sweep, vanishing_flow
+from theory import (
+    coverage_width,
+    crossing_times,
+    jump_time_grid,
+    predicted_exponents,
+    saddle_jumps,
+)
+
+HORIZON = 1.3  # integrate to 1.3 x the last predicted jump time
+CURVE = 400  # points of the stored exponent and loss curves
+
+
+def make_instance(key, log10_inv_alpha, n, width, rtol):
+    """Labels, signs and directions of one seed: the instance of `benchmarks.jump_times` with
+    the same key (only the scale alpha differs, and it is never formed here)."""
+    kx, kw = jax.random.split(key)
+    X, y = orthogonal_data(n, key=kx, dtype=jnp.float64)
+    signs, directions = signs_and_directions(balanced_init(width, n, 0.5, key=kw), X)
+    return y, signs, directions
+
+
+def run_instance(instance, log10_inv_alpha, n, width, rtol):
+    y, signs, directions = instance
+    pred = saddle_jumps(y, signs, directions)
+    last = jnp.max(jnp.where(jnp.isfinite(pred.times), pred.times, 0.0))
+    t1 = HORIZON * jnp.where(last > 0, last, 1.0)
+    tau = log_inv_alpha(log10_inv_alpha, width)
+    ts = jump_time_grid(pred, t1, tau)
+    sol = vanishing_flow(signs, directions, y, ts, log_inv_alpha=tau, rtol=rtol, atol=rtol)
+    curve_t = jnp.linspace(0.0, t1, CURVE)
+    exponents = jax.vmap(lambda e: jnp.interp(curve_t, ts, e), in_axes=1, out_axes=1)
+    return {
+        "predicted_times": pred.times,
+        "measured_times": crossing_times(ts, sol.loss, pred),
+        "predicted_neurons": pred.neurons,
+        "num_jumps": pred.num_jumps,
+        "predicted_cost": pred.cost,
+        "measured_cost": sol.cost[-1],
+        "final_loss": sol.loss[-1],
+        "solver_steps": sol.num_steps,
+        "rejected_steps": sol.num_rejected_steps,
+        "solve_ok": sol.ok,
+        "t1": t1,
+        "exponents": exponents(sol.exponents),
+        "predicted_exponents": predicted_exponents(pred, curve_t),
+        "signs": signs,
+    }
+
+
+def fit_slope(x, y) -> float:
+    """Least-squares slope of log y against log x (finite, positive entries only)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    keep = np.isfinite(y) & (y > 0)
+    if keep.sum() < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)[0])
+
+
+def run(n=32, width=None, seeds=8, seed=0, ps=(10, 30, 100, 300, 1000, 10000), rtol=1e-9, out=None):
+    enable_float64()
+    timer = Timer()
+    m = coverage_width(n) if width is None else width
+    log(f"alpha_limit: n = d = {n}, m = {m}, {seeds} seeds, p = {list(ps)}")
+    result = sweep(
+        run_instance,
+        make=make_instance,
+        seeds=seeds,
+        grid=[dict(log10_inv_alpha=p, n=n, width=m, rtol=rtol) for p in ps],
+        static=("n", "width", "rtol"),
+        out=out,
+        name="alpha_limit",
+        config={"horizon": HORIZON, "curve_points": CURVE},
+        base_seed=seed,
+    )
+    summary = []
+    points = zip(ps, result.outputs, result.failed, result.point_seconds, strict=True)
+    for p, o, failed, wall in points:
+        entry = summarize(p, o, wall)
+        entry["failed_chunks"] = failed
+        entry["median_final_loss"] = float(np.median(o["final_loss"]))
+        summary.append(entry)
+    taus = [e["log_inv_alpha"] for e in summary]
+    slopes = {
+        key: fit_slope(taus, [e[key] for e in summary])
+        for key in ("median_rel_error", "max_rel_error", "median_cost_rel_error")
+    }
+    return {
+        "benchmark": "alpha_limit",
+        "config": {
+            "n": n,
+            "d": n,
+            "width": m,
+            "seeds": seeds,
+            "base_seed": seed,
+            "log10_inv_alpha": list(ps),
+            "alpha": "10^-p / sqrt(m)",
+            "rtol": rtol,
+            "atol": rtol,
+            "horizon": f"{HORIZON} x last predicted jump time",
+            "time": "rescaled, d theta/dt = -log(1/alpha) grad L, L = 1/(2n) sum (h - y)^2",
+            "jump_time": "first crossing of the midpoint between predicted plateaus",
+        },
+        "environment": environment(),
+        "wall_seconds": timer(),
+        "sweep": {
+            "devices": result.devices,
+            "batch_size": result.batch_size,
+            "computed_chunks": result.computed_chunks,
+            "loaded_chunks": result.loaded_chunks,
+        },
+        "summary": summary,
+        "slopes": slopes,
+        "_outputs": dict(zip(ps, result.outputs, strict=True)),
+    }
+
+
+def table(results: dict) -> str:
+    head = (
+        f"{'p':>6} {'log(1/a)':>9} {'median err':>11} {'max err':>9} {'cost err':>9}"
+        f" {'steps':>7} {'wall s':>7}"
+    )
+    lines = [head, "-" * len(head)]
+    for e in results["summary"]:
+        lines.append(
+            f"{e['log10_inv_alpha']:>6} {e['log_inv_alpha']:>9.1f} {e['median_rel_error']:>11.2e}"
+            f" {e['max_rel_error']:>9.2e} {e['median_cost_rel_error']:>9.2e}"
+            f" {e['median_solver_steps']:>7.0f} {e['wall_seconds']:>7.1f}"
+        )
+    s = results["slopes"]
+    lines.append(
+        f"fitted slopes vs log(1/alpha): median err {s['median_rel_error']:.2f}, max err "
+        f"{s['max_rel_error']:.2f}, cost err {s['median_cost_rel_error']:.2f}"
+    )
+    lines.append(f"total wall time {results['wall_seconds']:.1f} s (compilation included)")
+    return "\n".join(lines)
+
+
+def plot(results: dict, out) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = results["summary"]
+    taus = np.array([e["log_inv_alpha"] for e in summary])
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    labels = {
+        "median_rel_error": "median jump-time error",
+        "max_rel_error": "max jump-time error",
+        "median_cost_rel_error": "median cost error",
+    }
+    for (key, label), marker in zip(labels.items(), "osD", strict=True):
+        errs = np.array([e[key] for e in summary])
+        slope = results["slopes"][key]
+        (line,) = ax.loglog(taus, errs, marker, label=f"{label} (slope {slope:.2f})")
+        keep = errs > 0
+        c = np.polyfit(np.log(taus[keep]), np.log(errs[keep]), 1)
+        ax.loglog(taus, np.exp(np.polyval(c, np.log(taus))), "-", color=line.get_color(), lw=0.8)
+    ax.set_xlabel("log(1/alpha)")
+    ax.set_ylabel("relative error against Algorithm 1")
+    config = results["config"]
+    ax.set_title(f"Vanishing-init flow, n = {config['n']}, m = {config['width']}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "errors.png", dpi=120)
+    plt.close(fig)
+
+    p = max(results["_outputs"])
+    o = results["_outputs"][p]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    t = np.linspace(0.0, 1.0, CURVE) * o["t1"][0]
+    fired = np.unique(o["predicted_neurons"][0][o["predicted_neurons"][0] >= 0])
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, j in enumerate(fired):
+        c = colors[i % len(colors)]
+        ax.plot(t, o["exponents"][0][:, j], color=c, lw=3.0, alpha=0.6)
+        ax.plot(t, o["predicted_exponents"][0][:, j], color="k", ls="--", lw=0.9)
+    ax.set_xlabel("rescaled time t")
+    ax.set_ylabel("exponent ell_j  (||w_j|| = alpha^-ell_j)")
+    ax.set_title(f"seed 0, alpha = 1e-{p}/sqrt(m): flow (colour) vs Algorithm 1 (black dashed)")
+    ax.set_ylim(-1.05, 0.05)
+    fig.tight_layout()
+    fig.savefig(out / "exponents.png", dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None) -> dict:
+    p = parser("alpha_limit", __doc__.splitlines()[0], default_seeds=8)
+    p.add_argument("--n", type=int, default=32, help="samples n = input dimension d")
+    p.add_argument("--width", type=int, default=None, help="neurons m (default: width rule)")
+    p.add_argument(
+        "--log10-inv-alpha", type=float, nargs="+", default=[10, 30, 100, 300, 1000, 10000]
+    )
+    p.add_argument("--rtol", type=float, default=1e-9, help="solver rtol = atol")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.n, args.seeds, args.log10_inv_alpha = 8, 2, [10, 1000]
+    for q in args.log10_inv_alpha:
+        if not np.isfinite(q) or q <= 0:
+            p.error(f"--log10-inv-alpha must be finite and > 0, got {q}")
+    ps = tuple(int(q) if float(q).is_integer() else q for q in args.log10_inv_alpha)
+    results = run(args.n, args.width, args.seeds, args.seed, ps, args.rtol, out=args.out)
+    print(table(results))
+    path = write_results(args.out, {k: v for k, v in results.items() if k != "_outputs"})
+    plot(results, args.out)
+    log(f"wrote {path}, errors.png and exponents.png to {args.out}")
+    return results
+
+
+if __name__ == "__main__":
+    main()

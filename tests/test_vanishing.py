@@ -1,0 +1,107 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dynamics import balanced_init, orthogonal_data, signs_and_directions
+from integrators import gradient_flow, vanishing_flow
+from theory import crossing_times, jump_time_grid, saddle_jumps
+
+
+def _instance(key, n=8, m=16, alpha=0.5):
+    kx, kw = jax.random.split(key)
+    X, y = orthogonal_data(n, key=kx)
+    model = balanced_init(m, n, alpha, key=kw)
+    return X, y, model, *signs_and_directions(model, X)
+
+
+def _horizon(pred, factor=1.3):
+    return factor * float(jnp.max(jnp.where(jnp.isfinite(pred.times), pred.times, 0.0)))
+
+
+def test_agrees_with_the_plain_flow_at_alpha_1e30():
+    X, y, model, signs, dirs = _instance(jax.random.PRNGKey(3), alpha=1e-30)
+    tau = float(jnp.log(1e30))
+    pred = saddle_jumps(y, signs, dirs)
+    ts = jnp.linspace(0.0, _horizon(pred), 300)
+    tol = 1e-12
+    plain = gradient_flow(model, X, y, ts, time_scale=tau, rtol=tol, atol=tol)
+    sol = vanishing_flow(signs, dirs, y, ts, log_inv_alpha=tau, rtol=tol, atol=tol)
+    assert bool(plain.ok) and bool(sol.ok)
+    floor = pred.plateaus[pred.num_jumps - 1]  # uncovered samples stay unfitted
+    assert plain.loss[-1] < floor + 1e-10 * plain.loss[0]  # every jump happened
+    # pointwise relative agreement of the loss curve, down to 1e-8 of the initial loss (below
+    # that, the exponentially decaying tail turns rounding-level differences into large ratios)
+    big = plain.loss > 1e-8 * plain.loss[0]
+    np.testing.assert_allclose(sol.loss[big], plain.loss[big], rtol=1e-6)
+    back = sol.to_model(X)
+    for ours, theirs in ((back.a, plain.model.a), (back.W, plain.model.W)):
+        assert jnp.max(jnp.abs(ours - theirs)) <= 1e-6 * jnp.max(jnp.abs(theirs))
+    cost = 0.5 * (jnp.sum(plain.model.a**2) + jnp.sum(plain.model.W**2))
+    np.testing.assert_allclose(sol.cost[-1], cost, rtol=1e-6)
+
+
+def test_reaches_the_limit_at_alpha_10_to_minus_10000():
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    _, y, _, signs, dirs = jax.vmap(lambda k: _instance(k))(keys)
+    pred = jax.vmap(saddle_jumps)(y, signs, dirs)
+    tau = 1e4 * jnp.log(10.0)
+    t1 = jax.vmap(_horizon_traced)(pred)
+    ts = jax.vmap(lambda p, t: jump_time_grid(p, t, tau, num=500, window_points=128))(pred, t1)
+    run = jax.jit(jax.vmap(lambda s, d, y, ts: vanishing_flow(s, d, y, ts, log_inv_alpha=tau)))
+    sol = run(signs, dirs, y, ts)
+    assert bool(jnp.all(sol.ok))
+    assert bool(jnp.all(jnp.isfinite(sol.loss))) and bool(jnp.all(jnp.isfinite(sol.exponents)))
+    measured = jax.vmap(crossing_times)(ts, sol.loss, pred)
+    real = jnp.isfinite(pred.times)
+    rel = jnp.abs(measured / pred.times - 1)[real]
+    assert not jnp.any(jnp.isnan(rel))
+    assert jnp.median(rel) < 1e-3 and jnp.max(rel) < 1e-2
+    np.testing.assert_allclose(sol.cost[:, -1], pred.cost, rtol=1e-3)
+    # every neuron that Algorithm 1 fires ends at ell = 0 (unfired neurons with the same
+    # support as a fired one tie with it exactly, share its samples and end there too)
+    for s in range(4):
+        fired = np.asarray(pred.neurons[s])[np.asarray(pred.neurons[s]) >= 0]
+        assert np.all(np.abs(np.asarray(sol.final_exponents[s])[fired]) < 1e-3)
+
+
+def _horizon_traced(pred):
+    return 1.3 * jnp.max(jnp.where(jnp.isfinite(pred.times), pred.times, 0.0))
+
+
+def test_to_model_underflows_to_zero_not_nan():
+    _, y, _, signs, dirs = _instance(jax.random.PRNGKey(1))
+    sol = vanishing_flow(signs, dirs, y, jnp.linspace(0.0, 1.0, 5), log_inv_alpha=1e4)
+    X = jnp.eye(8)
+    model = sol.to_model(X)
+    assert bool(jnp.all(model.a == 0)) and bool(jnp.all(model.W == 0))
+    assert bool(jnp.all(sol.exponents[-1] < -0.5))
+
+
+@pytest.mark.parametrize("bad", [0.0, -3.0, float("nan"), float("inf")])
+def test_refuses_bad_log_inv_alpha(bad):
+    _, y, _, signs, dirs = _instance(jax.random.PRNGKey(2))
+    with pytest.raises(ValueError, match="log_inv_alpha"):
+        vanishing_flow(signs, dirs, y, jnp.linspace(0.0, 1.0, 3), log_inv_alpha=bad)
+
+
+def test_refuses_bad_shapes_and_signs():
+    _, y, _, signs, dirs = _instance(jax.random.PRNGKey(2))
+    ts = jnp.linspace(0.0, 1.0, 3)
+    with pytest.raises(ValueError, match="directions"):
+        vanishing_flow(signs, dirs[:, :5], y, ts, log_inv_alpha=10.0)
+    with pytest.raises(ValueError, match="signs"):
+        vanishing_flow(0.5 * signs, dirs, y, ts, log_inv_alpha=10.0)
+
+
+def test_jump_time_grid_resolves_every_jump():
+    _, y, _, signs, dirs = _instance(jax.random.PRNGKey(4))
+    pred = saddle_jumps(y, signs, dirs)
+    t1 = _horizon(pred)
+    tau = 1e4
+    grid = np.asarray(jump_time_grid(pred, t1, tau, num=100, window_points=64))
+    assert grid.shape == (100 + 64 * 8,)
+    assert np.all(np.diff(grid) >= 0) and grid[0] == 0.0 and grid[-1] == pytest.approx(t1)
+    for t in np.asarray(pred.times)[np.isfinite(pred.times)]:
+        near = grid[np.abs(grid - t) <= (1 + 1e-9) * 30 / tau * t]
+        assert near.size >= 64 and np.max(np.diff(near)) <= 2 * 60 / tau * t / 63
