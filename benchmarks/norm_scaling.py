@@ -18,6 +18,7 @@ import numpy as np
 from benchmarks._common import Timer, enable_float64, environment, log, parser, write_results
 from benchmarks.alpha_limit import fit_slope
 from benchmarks.jump_times import log_inv_alpha, make_instance
+from benchmarks.reproduction import PAPER_TABLE1
 from dynamics import signs_and_directions
 from integrators import gradient_descent, sweep, vanishing_flow
 from theory import coverage_width, min_norm_cost, saddle_jumps
@@ -32,15 +33,23 @@ def half_norm2(model):
     return 0.5 * (jnp.sum(model.a**2) + jnp.sum(model.W**2))
 
 
-def gd_outcome(model, X, y, eta, tol, max_steps, floor=0.0):
+def gd_outcome(model, X, y, eta, tol, max_steps, floor=0.0, max_loss=jnp.inf):
     """GD until L <= floor + tol (floor: the loss of samples no neuron can fit), summarized."""
     sol = gradient_descent(
-        model, X, y, learning_rate=eta, tol=floor + tol, max_steps=max_steps, num_checkpoints=60
+        model,
+        X,
+        y,
+        learning_rate=eta,
+        tol=floor + tol,
+        max_steps=max_steps,
+        num_checkpoints=60,
+        max_loss=max_loss,
     )
     r = sol.model.predict(X) - y
     return {
         "epochs": sol.num_steps,
         "converged": sol.converged,
+        "diverged": sol.diverged,
         "final_loss": sol.final_loss,
         "norm": half_norm2(sol.model),
         "unfit": jnp.sum(jnp.abs(r) > 1e-4),
@@ -191,6 +200,7 @@ def plot(results: dict, path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     rows = results["rows"]
     ns = np.array([r["n"] for r in rows], float)
@@ -207,6 +217,13 @@ def plot(results: dict, path) -> None:
         c = np.polyfit(np.log(ns), np.log(vals), 1)
         ax.loglog(ns, np.exp(np.polyval(c, np.log(ns))), "-", color=line.get_color(), lw=0.8)
     ax.loglog(ns, np.sqrt(2 * ns), "k:", lw=0.8, label="sqrt(2n)")
+    paper = [row for row in PAPER_TABLE1 if row[0] in set(ns.tolist())]
+    if paper:
+        pn = [row[0] for row in paper]
+        ax.loglog(pn, [row[3] for row in paper], "o", mfc="none", color="gray", label="paper: GD")
+        ax.loglog(pn, [row[5] for row in paper], "D", mfc="none", color="gray", label="paper: opt")
+    ax.set_xticks(ns, [str(int(n)) for n in ns])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.set_xlabel("n (= d)")
     ax.set_ylabel("1/2 ||theta||^2")
     ax.set_title("Interpolator norms against n (mean over seeds)")

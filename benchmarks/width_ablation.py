@@ -44,26 +44,25 @@ def tangent_kernel_top(model, X):
     return jnp.linalg.eigvalsh(K / X.shape[0])[-1]
 
 
-def stable_gd(model, X, y, max_steps, floor, halvings=16):
-    """GD at the largest step 2^-k / lambda_max(K(theta_0)), k >= 0, that does not diverge
-    (final loss finite and below the initial loss); returns `gd_outcome` plus `eta`."""
-    eta0 = 1.0 / tangent_kernel_top(model, X)
+def stable_gd(model, X, y, kernel_top, max_steps, floor, halvings=16):
+    """GD at the largest step 2^-k / lambda_max(K(theta_0)), k >= 0, that is stable: the run
+    neither blows up (L > 10 L_0 or non-finite, where it stops at once) nor ends above L_0.
+    Returns `gd_outcome` of that run, plus `eta`."""
+    eta0 = 1.0 / kernel_top
     loss0 = square_loss(model, X, y)
 
     def attempt(k):
-        out = gd_outcome(model, X, y, eta0 * 0.5**k, TOL, max_steps, floor)
-        return out | {"eta": eta0 * 0.5**k}
+        eta = eta0 * 0.5**k
+        out = gd_outcome(model, X, y, eta, TOL, max_steps, floor, 10 * loss0)
+        return out | {"eta": eta}
 
-    def diverged(out):
-        bad = ~jnp.isfinite(out["final_loss"]) | ~jnp.isfinite(out["norm"])
-        return bad | (out["final_loss"] > loss0)
-
-    def body(carry):
-        k, _ = carry
-        return k + 1, attempt(k + 1)
+    def unstable(out):
+        return out["diverged"] | ~(out["final_loss"] < loss0)
 
     _, out = jax.lax.while_loop(
-        lambda c: (c[0] < halvings) & diverged(c[1]), body, (jnp.zeros((), int), attempt(0))
+        lambda c: (c[0] < halvings) & unstable(c[1]),
+        lambda c: (c[0] + 1, attempt(c[0] + 1)),
+        (jnp.zeros((), int), attempt(0)),
     )
     return out
 
@@ -75,11 +74,13 @@ def make(key, init, width, eta, paper_eta, paper_steps, max_steps):
         model = balanced_init(width, N, 1e-30 / np.sqrt(width), key=kw, dtype=jnp.float64)
     else:
         model = he_uniform_init(width, N, key=kw, dtype=jnp.float64)
-    return X, y, model
+    # the eigenvalue is computed here, not in `run`: `make` runs unsharded, and LAPACK calls
+    # in a sharded program with a long loop were seen to deadlock on XLA:CPU (integrators.sweep)
+    return X, y, model, tangent_kernel_top(model, X)
 
 
 def run(instance, init, width, eta, paper_eta, paper_steps, max_steps):
-    X, y, model = instance
+    X, y, model, kernel_top = instance
     out = {"initial_norm": half_norm2(model)}
     if init == "small":
         pred = saddle_jumps(y, *signs_and_directions(model, X))
@@ -92,7 +93,7 @@ def run(instance, init, width, eta, paper_eta, paper_steps, max_steps):
     floor = 0.5 * jnp.sum(jnp.where(dead, y * y, 0.0)) / N
     paper = gd_outcome(model, X, y, paper_eta, TOL, paper_steps, floor)
     out |= {f"paper_{k}": v for k, v in paper.items()}
-    out |= stable_gd(model, X, y, max_steps, floor)
+    out |= stable_gd(model, X, y, kernel_top, max_steps, floor)
     out["uncovered"] = jnp.sum(dead)
     return out
 

@@ -1,6 +1,15 @@
 """What is simulated: data models, networks (Equinox modules), initializations, losses."""
 
 from ._data import orthogonal_data as orthogonal_data
+from ._leaky import (
+    LeakyReLUNet as LeakyReLUNet,
+    fixed_second_layer as fixed_second_layer,
+    leaky_relu as leaky_relu,
+    log_margin_loss as log_margin_loss,
+    margin_loss as margin_loss,
+    small_leaky_init as small_leaky_init,
+)
+from ._mixture import gaussian_mixture as gaussian_mixture
 from ._model import (
     TwoLayerReLU as TwoLayerReLU,
     balanced_init as balanced_init,

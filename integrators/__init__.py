@@ -9,6 +9,11 @@ from ._gd import (
     checkpoint_steps as checkpoint_steps,
     gradient_descent as gradient_descent,
 )
+from ._margin_gd import (
+    MarginGDSolution as MarginGDSolution,
+    margin_gradient_descent as margin_gradient_descent,
+    one_minus_cos as one_minus_cos,
+)
 from ._sweep import (
     SweepConfigError as SweepConfigError,
     SweepResult as SweepResult,

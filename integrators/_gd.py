@@ -18,6 +18,7 @@ class GDSolution(eqx.Module):
     - `loss` (C,): L after that many steps; once converged, the converged loss is repeated.
     - `model`: the final parameters; `num_steps`: steps taken; `final_loss`: L at the end.
     - `converged`: whether L fell to `tol` within `max_steps`.
+    - `diverged`: whether the run stopped because L became non-finite or exceeded `max_loss`.
     """
 
     steps: Int[Array, " C"]
@@ -26,6 +27,7 @@ class GDSolution(eqx.Module):
     num_steps: Int[Array, ""]
     final_loss: Float[Array, ""]
     converged: Bool[Array, ""]
+    diverged: Bool[Array, ""]
 
 
 def checkpoint_steps(max_steps: int, num_checkpoints: int) -> np.ndarray:
@@ -50,8 +52,12 @@ def gradient_descent(
     tol: float = 1e-10,
     max_steps: int = 1_000_000,
     num_checkpoints: int = 100,
+    max_loss=jnp.inf,
 ) -> GDSolution:
     """theta_{k+1} = theta_k - eta grad L(theta_k) (`optax.sgd`) until L <= `tol` or `max_steps`.
+
+    A run whose loss becomes non-finite or exceeds `max_loss` (an unstable step) stops there
+    and reports `diverged`, instead of spending the remaining steps.
 
     L = 1/(2n) sum_i (h(x_i) - y_i)^2 on inputs `X` with orthonormal rows (`ValueError`
     otherwise). Because the rows are orthonormal, GD is run exactly in the data basis
@@ -85,7 +91,9 @@ def gradient_descent(
         return params, opt_state, step + 1, loss, grad
 
     def run_to(carry, target):
-        carry = jax.lax.while_loop(lambda c: (c[2] < target) & (c[3] > tol), body, carry)
+        carry = jax.lax.while_loop(
+            lambda c: (c[2] < target) & (c[3] > tol) & (c[3] <= max_loss), body, carry
+        )
         return carry, carry[3]
 
     V0 = model.W @ X.T
@@ -101,4 +109,5 @@ def gradient_descent(
         num_steps=step,
         final_loss=loss,
         converged=loss <= tol,
+        diverged=~(loss <= max_loss),
     )

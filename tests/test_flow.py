@@ -104,3 +104,13 @@ def test_gradient_descent_refuses_underflowing_float32_parameters():
     tiny = TwoLayerReLU(jnp.full(3, 1e-30, jnp.float32), jnp.full((3, 4), 1e-30, jnp.float32))
     with pytest.raises(ValueError, match="float32"):
         gradient_descent(tiny, X, y)
+
+
+def test_gradient_descent_stops_when_it_diverges():
+    X, y = orthogonal_data(8, key=jax.random.PRNGKey(3))
+    model = he_uniform_init(16, 8, key=jax.random.PRNGKey(4))
+    stable = gradient_descent(model, X, y, learning_rate=0.5, max_steps=2_000, max_loss=1e3)
+    assert not bool(stable.diverged)
+    wild = gradient_descent(model, X, y, learning_rate=1e3, max_steps=100_000, max_loss=1e3)
+    assert bool(wild.diverged) and not bool(wild.converged)
+    assert int(wild.num_steps) < 100  # it stopped at the blow-up, not at max_steps

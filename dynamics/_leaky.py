@@ -1,0 +1,95 @@
+"""The leaky-ReLU network with a fixed second layer, and the margin losses."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from ._checks import check_shape, check_value
+
+LOSSES = ("exponential", "logistic")
+
+
+def check_gamma(gamma) -> None:
+    if isinstance(gamma, float | int) and not 0.0 < gamma < 1.0:
+        raise ValueError(f"`gamma` must lie in (0, 1), got {gamma}")
+
+
+def check_labels(y):
+    """Labels must be +-1 (`ValueError`; `eqx.error_if` under `jit`)."""
+    return check_value(y, jnp.all(jnp.abs(y) == 1), "labels `y` must take values in {-1, +1}")
+
+
+def leaky_relu(z, gamma):
+    """phi(z) = max(z, gamma z), gamma in (0, 1)."""
+    return jnp.maximum(z, gamma * z)
+
+
+class LeakyReLUNet(eqx.Module):
+    """f(x; W) = sum_j a_j phi(<w_j, x>), phi(z) = max(z, gamma z), with a fixed second layer.
+
+    `a` (m,) is fixed (`fixed_second_layer`: +1/sqrt(m) for the first half of the neurons,
+    -1/sqrt(m) for the rest); only `W` (m, d) is trained. `__call__` takes one x (d,).
+    """
+
+    W: Float[Array, "m d"]
+    a: Float[Array, " m"]
+    gamma: float = eqx.field(static=True)
+
+    def __init__(self, W, a, gamma: float):
+        W, a = jnp.asarray(W), jnp.asarray(a)
+        check_shape("W", W, (None, None))
+        check_shape("a", a, (W.shape[0],))
+        check_gamma(gamma)
+        self.W, self.a, self.gamma = W, a, float(gamma)
+
+    def __call__(self, x: Float[Array, " d"]) -> Float[Array, ""]:
+        return jnp.dot(self.a, leaky_relu(self.W @ x, self.gamma))
+
+    def predict(self, X: Float[Array, "n d"]) -> Float[Array, " n"]:
+        """f(x_i) for every row of `X`."""
+        return leaky_relu(X @ self.W.T, self.gamma) @ self.a
+
+
+def fixed_second_layer(m: int, dtype=None) -> Float[Array, " m"]:
+    """a_j = +1/sqrt(m) for j < ceil(m/2), -1/sqrt(m) for the others."""
+    if not isinstance(m, int) or m < 2:
+        raise ValueError(f"`m` must be an integer >= 2 (both signs), got {m!r}")
+    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    signs = jnp.where(jnp.arange(m) < (m + 1) // 2, 1.0, -1.0).astype(dtype)
+    return signs / jnp.sqrt(jnp.asarray(m, dtype))
+
+
+def small_leaky_init(
+    m: int, d: int, gamma: float, *, scale, key: PRNGKeyArray, dtype=None
+) -> LeakyReLUNet:
+    """w_j ~ N(0, scale^2 I_d / d) with the fixed second layer; `scale` much smaller than the
+    step size activates every neuron after the first GD step in the strong-signal case."""
+    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    W = scale * jax.random.normal(key, (m, d), dtype) / jnp.sqrt(d)
+    return LeakyReLUNet(W, fixed_second_layer(m, dtype), gamma)
+
+
+def margin_loss(margins: Float[Array, " n"], loss: str = "exponential") -> Float[Array, ""]:
+    """(1/n) sum_i l(y_i f(x_i)) with l(u) = exp(-u) or log(1 + exp(-u)), overflow-safe.
+
+    The exponential loss is exp(logsumexp(-u) - log n): finite for margins of any sign and
+    size (it is +inf only where the true value overflows float64, u < -709 - log n)."""
+    if loss == "exponential":
+        return jnp.exp(log_margin_loss(margins))
+    if loss == "logistic":
+        return jnp.mean(jnp.logaddexp(0.0, -margins))
+    raise ValueError(f"`loss` must be one of {LOSSES}, got {loss!r}")
+
+
+def log_margin_loss(margins: Float[Array, " n"], loss: str = "exponential") -> Float[Array, ""]:
+    """log L, computed without forming L: logsumexp(-u) - log n for the exponential loss."""
+    n = margins.shape[0]
+    if loss == "exponential":
+        return jax.nn.logsumexp(-margins) - jnp.log(n)
+    if loss == "logistic":
+        # log mean softplus(-u) = logsumexp(log softplus(-u)) - log n, with log softplus(-u)
+        # = -u + log1p(exp(u)) for u < 0 and log1p(exp(-u)) for u >= 0 (no underflow to -inf)
+        sp = jnp.where(margins > 30, -margins, jnp.log(jnp.logaddexp(0.0, -margins)))
+        return jax.nn.logsumexp(sp) - jnp.log(n)
+    raise ValueError(f"`loss` must be one of {LOSSES}, got {loss!r}")
