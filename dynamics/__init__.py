@@ -17,3 +17,13 @@ from ._model import (
     signs_and_directions as signs_and_directions,
     square_loss as square_loss,
 )
+from ._multi_index import (
+    MeanFieldNet as MeanFieldNet,
+    MultiIndexTarget as MultiIndexTarget,
+    dual_kernel as dual_kernel,
+    kernel_truncation_error as kernel_truncation_error,
+    mean_field_init as mean_field_init,
+    population_loss as population_loss,
+    sample_loss as sample_loss,
+    standard_target as standard_target,
+)

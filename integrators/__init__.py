@@ -14,6 +14,12 @@ from ._margin_gd import (
     margin_gradient_descent as margin_gradient_descent,
     one_minus_cos as one_minus_cos,
 )
+from ._mean_field import (
+    MeanFieldSolution as MeanFieldSolution,
+    check_memory as check_memory,
+    mean_field_flow as mean_field_flow,
+    observables as observables,
+)
 from ._sweep import (
     SweepConfigError as SweepConfigError,
     SweepResult as SweepResult,

@@ -1,5 +1,12 @@
 """What the papers predict, in closed form. Depends on nothing but jax/numpy/diffrax."""
 
+from ._hermite import (
+    ACTIVATIONS as ACTIVATIONS,
+    activation as activation,
+    hermite_coefficients as hermite_coefficients,
+    hermite_energies as hermite_energies,
+    second_moment as second_moment,
+)
 from ._margin import (
     MaxMargin as MaxMargin,
     activation_pattern as activation_pattern,
@@ -17,4 +24,12 @@ from ._saddle import (
     min_norm_cost as min_norm_cost,
     predicted_exponents as predicted_exponents,
     saddle_jumps as saddle_jumps,
+)
+from ._staircase import (
+    lotka_volterra as lotka_volterra,
+    mass_equilibrium as mass_equilibrium,
+    mass_ode as mass_ode,
+    mass_ratio as mass_ratio,
+    stage_times as stage_times,
+    tensor_power as tensor_power,
 )

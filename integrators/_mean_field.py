@@ -1,0 +1,170 @@
+"""The weight-decay gradient flow of the mean-field network, population or finite-sample.
+
+    dw_i/dt = -lambda_t w_i - m grad_{w_i} L(W),   lambda_t = lambda for t < t_off, else 0,
+
+with L the closed-form population loss (`dynamics.population_loss`) or the mean over n
+samples (`dynamics.sample_loss`, in batches). Integrated with diffrax (Tsit5, PID controller,
+the switch t_off passed as a jump time). The observables of the staircase paper are saved at
+the requested times: the population loss, the mass alpha~ = (1/m) sum ||w_i||^2, beta_1 and
+beta_2 (mean squared coordinate over the r relevant / d - r irrelevant coordinates, for the
+standard target w*_j = e_j or in the basis of the target's directions), and per target
+direction the best neuron's alignment max_i <w_i / ||w_i||, w*_k>^2.
+"""
+
+import os
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
+
+from dynamics import MultiIndexTarget, population_loss, sample_loss
+from dynamics._checks import check_shape
+
+
+class MeanFieldSolution(eqx.Module):
+    """Result of `mean_field_flow`: the observables at the save times `ts` (T,).
+
+    `loss` (population loss, also in finite-sample mode), `train_loss` (the sample loss in
+    finite-sample mode, else equal to `loss`), `alpha`, `beta1`, `beta2` (T,), `alignment`
+    (T, r), `W` (the final weights), diffrax's `num_steps` and `result` (`ok`).
+    """
+
+    ts: Float[Array, " T"]
+    loss: Float[Array, " T"]
+    train_loss: Float[Array, " T"]
+    alpha: Float[Array, " T"]
+    beta1: Float[Array, " T"]
+    beta2: Float[Array, " T"]
+    alignment: Float[Array, "T r"]
+    W: Float[Array, "m d"]
+    num_steps: Int[Array, ""]
+    result: diffrax.RESULTS
+
+    @property
+    def ok(self):
+        return self.result._value == diffrax.RESULTS.successful._value
+
+
+def observables(W, target: MultiIndexTarget) -> dict:
+    """alpha~, beta_1, beta_2 and the per-direction alignment of `W` against `target`."""
+    r = target.rank
+    d = W.shape[1]
+    # coordinates in the target's basis for the relevant part; the rest is irrelevant mass
+    rel = W @ target.directions.T  # (m, r)
+    sq = jnp.sum(W * W, axis=1)
+    rel_mass = jnp.mean(jnp.sum(rel * rel, axis=1))
+    alpha = jnp.mean(sq)
+    cos2 = rel * rel / sq[:, None]
+    return {
+        "alpha": alpha,
+        "beta1": rel_mass / r,
+        "beta2": (alpha - rel_mass) / (d - r) if d > r else jnp.zeros(()),
+        "alignment": jnp.max(cos2, axis=0),
+    }
+
+
+def check_memory(n: int, d: int, m: int, batch_size: int, dtype=jnp.float64) -> int:
+    """Bytes a finite-sample flow needs (data, labels, and ~8 copies of one batch's (b, m)
+    activations for the forward and backward pass); raises `MemoryError` before the run when
+    that exceeds the device's memory (or the host's physical memory on CPU)."""
+    item = jnp.dtype(dtype).itemsize
+    need = item * (n * d + n + 8 * batch_size * m + 16 * m * d)
+    device = jax.devices()[0]
+    stats = device.memory_stats() if device.platform != "cpu" else None
+    if stats and "bytes_limit" in stats:
+        have = stats["bytes_limit"]
+    else:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > 0.8 * have:
+        raise MemoryError(
+            f"a finite-sample flow with n = {n}, d = {d}, m = {m}, batch {batch_size} needs "
+            f"~{need / 2**30:.1f} GiB, more than 80% of the {have / 2**30:.1f} GiB available: "
+            "lower --samples or the batch size"
+        )
+    return need
+
+
+def mean_field_flow(
+    W0: Float[Array, "m d"],
+    target: MultiIndexTarget,
+    ts: Float[Array, " T"],
+    *,
+    weight_decay=0.0,
+    decay_off=jnp.inf,
+    samples: tuple | None = None,
+    batch_size: int | None = None,
+    rtol: float = 1e-6,
+    atol: float = 1e-8,
+    max_steps: int = 200_000,
+) -> MeanFieldSolution:
+    """Integrate dw_i/dt = -lambda_t w_i - m grad_{w_i} L from W0 and save the observables.
+
+    `weight_decay` lambda >= 0 (`ValueError` otherwise; an array, so sweeps do not recompile)
+    acts until `decay_off`, then lambda = 0 so that the loss can go to 0. `samples` = (X, y)
+    switches to the finite-sample loss over those n points (in batches of `batch_size`);
+    by default the population loss is used. Pure and `jax.vmap`-able over seeds.
+
+    ```python
+    W0 = mean_field_init(250, 100, key=key)
+    sol = mean_field_flow(W0, standard_target(20, 100), jnp.geomspace(1e-3, 60, 200),
+                          weight_decay=2.0, decay_off=40.0)
+    ```
+    """
+    m, d = W0.shape
+    check_shape("W0", W0, (None, target.directions.shape[1]))
+    if isinstance(weight_decay, float | int) and weight_decay < 0:
+        raise ValueError(f"`weight_decay` must be >= 0, got {weight_decay}")
+    ts = jnp.asarray(ts, W0.dtype)
+    name = target.activation
+    if samples is None:
+
+        def loss(W):
+            return population_loss(W, target)
+
+    else:
+        X, y = samples
+
+        def loss(W):
+            return sample_loss(W, X, y, name, batch_size)
+
+    grad = jax.grad(loss)
+    lam = jnp.asarray(weight_decay, W0.dtype)
+    off = jnp.asarray(decay_off, W0.dtype)
+
+    def field(t, W, args):
+        return -jnp.where(t < off, lam, 0.0) * W - m * grad(W)
+
+    def save(t, W, args):
+        obs = observables(W, target)
+        pop = population_loss(W, target)
+        return pop, (loss(W) if samples is not None else pop), obs
+
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(field),
+        diffrax.Tsit5(),
+        t0=jnp.zeros((), W0.dtype),
+        t1=ts[-1],
+        dt0=None,
+        y0=W0,
+        saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save), diffrax.SubSaveAt(t1=True)]),
+        stepsize_controller=diffrax.PIDController(
+            rtol=rtol, atol=atol, jump_ts=jnp.reshape(jnp.minimum(off, ts[-1]), (1,))
+        ),
+        max_steps=max_steps,
+        throw=False,
+    )
+    (pop, train, obs), final = sol.ys
+    return MeanFieldSolution(
+        ts=ts,
+        loss=pop,
+        train_loss=train,
+        alpha=obs["alpha"],
+        beta1=obs["beta1"],
+        beta2=obs["beta2"],
+        alignment=obs["alignment"],
+        W=final[-1],
+        num_steps=sol.stats["num_steps"],
+        result=sol.result,
+    )
