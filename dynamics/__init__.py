@@ -23,7 +23,9 @@ from ._multi_index import (
     dual_kernel as dual_kernel,
     kernel_truncation_error as kernel_truncation_error,
     mean_field_init as mean_field_init,
+    population_distance as population_distance,
     population_loss as population_loss,
     sample_loss as sample_loss,
     standard_target as standard_target,
+    symmetrize as symmetrize,
 )

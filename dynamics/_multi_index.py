@@ -133,17 +133,51 @@ def mean_field_init(m: int, d: int, *, key: PRNGKeyArray, dtype=None) -> Float[A
     return jax.random.normal(key, (m, d), dtype) / jnp.sqrt(d)
 
 
+def _cross(A, B, k):
+    """(1/(m_A m_B)) sum_{a,b} ||a||^2 ||b||^2 k(<a/||a||, b/||b||>) = E f_A(x) f_B(x)."""
+    na, nb = jnp.sum(A * A, axis=1), jnp.sum(B * B, axis=1)
+    rho = (A / jnp.sqrt(na)[:, None]) @ (B / jnp.sqrt(nb)[:, None]).T
+    return na @ k(rho) @ nb / (A.shape[0] * B.shape[0])
+
+
 def population_loss(W: Float[Array, "m d"], target: MultiIndexTarget) -> Float[Array, ""]:
     """L(W) = 1/2 E_{x ~ N(0, I)} (f_W(x) - f*(x))^2 in closed form (module docstring)."""
     check_shape("W", W, (None, target.directions.shape[1]))
     k = dual_kernel(target.activation)
-    m, r = W.shape[0], target.rank
+    r = target.rank
     sq = jnp.sum(W * W, axis=1)
-    U = W / jnp.sqrt(sq)[:, None]
-    self_term = sq @ k(U @ U.T) @ sq / m**2
-    cross = jnp.sum(sq @ k(U @ target.directions.T)) / m
+    cross = jnp.sum(sq @ k((W / jnp.sqrt(sq)[:, None]) @ target.directions.T)) / W.shape[0]
     const = r * k(jnp.ones(())) + r * (r - 1) * k(jnp.zeros(()))
-    return 0.5 * (self_term - 2.0 * cross + const)
+    return 0.5 * (_cross(W, W, k) - 2.0 * cross + const)
+
+
+def population_distance(
+    W1: Float[Array, "m1 d"], W2: Float[Array, "m2 d"], activation_name: str
+) -> Float[Array, ""]:
+    """1/2 E_{x ~ N(0, I)} (f_W1(x) - f_W2(x))^2 in closed form, for two mean-field nets."""
+    k = dual_kernel(activation_name)
+    return 0.5 * (_cross(W1, W1, k) - 2.0 * _cross(W1, W2, k) + _cross(W2, W2, k))
+
+
+def symmetrize(
+    W: Float[Array, "m d"], r: int, *, key: PRNGKeyArray, num: int
+) -> Float[Array, "M d"]:
+    """Weights of f~_K(x) = (1/K) sum_k f_W(rho_k x) for K = `num` random elements rho_k of the
+    group of coordinate sign flips and permutations of the d - r irrelevant coordinates.
+
+    f_W(rho x) is the net with weights rho^T w_i, so f~_K is the mean-field net of the K m rows
+    (rho_k^T w_i) (same 1/(Km) normalization). The exact group average f~ is the orthogonal
+    projection of f_W on the group-invariant functions; f* is invariant, hence
+    L(f) = 1/2 E (f~ - f*)^2 + 1/2 E (f - f~)^2 exactly, and for f~_K up to a cross term
+    that vanishes as K grows.
+    """
+    m, d = W.shape
+    ks, kp = jax.random.split(key)
+    signs = jax.random.rademacher(ks, (num, d), W.dtype)
+    perms = jax.vmap(
+        lambda k: jnp.concatenate([jnp.arange(r), r + jax.random.permutation(k, d - r)])
+    )(jax.random.split(kp, num))
+    return jax.vmap(lambda s, p: (W * s[None, :])[:, p])(signs, perms).reshape(num * m, d)
 
 
 def sample_loss(

@@ -1,0 +1,439 @@
+"""The multi-index staircase: mean-field flow from standard init against the Hermite stages.
+
+d = 100, r = 20, m = 250, sigma = |z| and weight decay lambda = r lambda_0 = 2 (lambda_0 = 0.1,
+our choice: the paper gives lambda = r lambda_0 without lambda_0) until t_off = 50, then 0, to
+t = 80, in the population loss (`--samples N` for the finite-sample loss on N points). Beside
+it, with lambda = 0, the same seed, for the paper's weight-decay ablation. Prints the stage
+table (order, predicted plateau, measured loss, predicted and measured stage time) and writes
+`results.json`, `staircase.png` and `mass.png` to `--out`.
+
+    python -m benchmarks.multi_index [--seeds 1] [--activation abs] [--weight-decay 2]
+                                     [--samples N] [--d 100 --r 20 --m 250]
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks._common import Timer, enable_float64, environment, log, parser, write_results
+from dynamics import (
+    mean_field_init,
+    population_distance,
+    population_loss,
+    standard_target,
+    symmetrize,
+)
+from integrators import check_memory, mean_field_flow, sweep
+from theory import (
+    hermite_coefficients,
+    hermite_energies,
+    lotka_volterra,
+    mass_equilibrium,
+    mass_ode,
+    mass_ratio,
+    stage_times,
+)
+
+POINTS = 400
+BATCH = 5000
+GROUP_SAMPLES, GROUP_REPEATS = 16, 4  # symmetrized net: K group elements, independent draws
+
+
+def _times(t_end):
+    return jnp.concatenate([jnp.zeros(1), jnp.geomspace(1e-3, t_end, POINTS)])
+
+
+def make(key, weight_decay, d, r, m, activation, samples, t_end, decay_off):
+    kw, kx = jax.random.split(key)
+    W0 = mean_field_init(m, d, key=kw)
+    if not samples:
+        return W0, jnp.zeros((0, d)), jnp.zeros((0,))
+    X = jax.random.normal(kx, (samples, d))
+    return W0, X, standard_target(r, d, activation).predict(X)
+
+
+def run(instance, weight_decay, d, r, m, activation, samples, t_end, decay_off):
+    W0, X, y = instance
+    target = standard_target(r, d, activation)
+    ts = _times(t_end)
+    sol = mean_field_flow(
+        W0,
+        target,
+        ts,
+        weight_decay=weight_decay,
+        decay_off=decay_off,
+        samples=(X, y) if samples else None,
+        batch_size=min(BATCH, samples) if samples else None,
+    )
+    c = hermite_coefficients(activation, 2)
+    beta0 = jnp.stack([sol.beta1[0], sol.beta2[0]])
+    lv = {}
+    for name, corrected in (("corrected", True), ("paper", False)):
+        lv[name] = lotka_volterra(
+            ts, beta0, c0=c[0], c2=c[2], r=r, d=d, weight_decay=weight_decay, corrected=corrected
+        )
+    decomposition = []
+    for W in (W0, sol.W):
+        for rep in range(GROUP_REPEATS):
+            key = jax.random.fold_in(jax.random.PRNGKey(7), rep)
+            Ws = symmetrize(W, r, key=key, num=GROUP_SAMPLES)
+            A = population_loss(Ws, target)
+            B = population_distance(W, Ws, activation)
+            decomposition.append(jnp.stack([population_loss(W, target), A, B]))
+    return {
+        "decomposition": jnp.stack(decomposition).reshape(2, GROUP_REPEATS, 3),
+        "ts": ts,
+        "loss": sol.loss,
+        "train_loss": sol.train_loss,
+        "alpha": sol.alpha,
+        "beta1": sol.beta1,
+        "beta2": sol.beta2,
+        "alignment_mean": jnp.mean(sol.alignment, axis=1),
+        "alignment_min": jnp.min(sol.alignment, axis=1),
+        "alpha_mass_ode": mass_ode(ts, sol.alpha[0], c0=c[0], r=r, weight_decay=weight_decay),
+        **{f"beta_{k}": v for k, v in lv.items()},
+        "q": mass_ratio(jnp.stack([sol.beta1, sol.beta2], axis=-1), c0=c[0], c2=c[2], r=r, d=d),
+        "steps": sol.num_steps,
+        "ok": sol.ok,
+    }
+
+
+def _crossing(ts, loss, level):
+    below = np.flatnonzero(loss < level)
+    return float(ts[below[0]]) if below.size else float("inf")
+
+
+def _loss_at(ts, loss, t):
+    return float(np.interp(t, ts, loss)) if np.isfinite(t) else float("nan")
+
+
+def _analyse(o, s, weight_decay, activation, r, d, m) -> dict:
+    """Stage table and prediction errors for seed s of one sweep point."""
+    ts, loss = o["ts"][s], o["loss"][s]
+    E = {k: float(v) for k, v in hermite_energies(activation, r).items()}
+    c0 = float(hermite_coefficients(activation, 2)[0])
+    bias = weight_decay**2 / (8 * c0**2)  # degree-0 loss left by the mass equilibrium
+    plateaus = [E["plateau_0"] + bias, E["plateau_2"] + bias, bias]
+    pred = stage_times(name=activation, r=r, d=d, m=m, weight_decay=weight_decay)
+    pred = {k: float(v) for k, v in pred.items()}
+    alpha, eq = o["alpha"][s], float(mass_equilibrium(c0, r, weight_decay))
+    measured = [
+        _crossing(ts, -alpha, -(alpha[0] + 0.9 * (eq - alpha[0]))),  # alpha~ 90% of the way
+        _crossing(ts, o["q"][s], 0.1),  # q(t) <= 0.1
+        _crossing(ts, -o["alignment_mean"][s], -0.9),  # best neurons aligned to 1 - 0.1
+    ]
+    table = []
+    stages = zip(("0", "2", ">=4"), ("tau_0", "tau_2", "tau_4"), strict=True)
+    for k, (order, tau) in enumerate(stages):
+        table.append(
+            {
+                "order": order,
+                "predicted_plateau": plateaus[k],
+                "paper_plateau": [E["plateau_0"], E["plateau_2"], 0.0][k],
+                "measured_loss_at_predicted_time": _loss_at(ts, loss, pred[tau]),
+                "measured_loss_at_measured_time": _loss_at(ts, loss, measured[k]),
+                "predicted_time": pred[tau],
+                "measured_time": measured[k],
+            }
+        )
+    # prediction errors over the degree-2 stage, [tau_0, tau_2] (measured times)
+    lo, hi = table[0]["measured_time"], table[1]["measured_time"]
+    window = (ts >= lo) & (ts <= hi)
+    errs = {}
+    for name in ("corrected", "paper"):
+        beta = o[f"beta_{name}"][s]
+        alpha_pred = r * beta[:, 0] + (d - r) * beta[:, 1]
+        errs[name] = {
+            "alpha_max_rel_error": float(np.max(np.abs(alpha_pred / o["alpha"][s] - 1)[window])),
+            "beta1_max_rel_error": float(np.max(np.abs(beta[:, 0] / o["beta1"][s] - 1)[window])),
+            "beta2_max_rel_error": float(np.max(np.abs(beta[:, 1] / o["beta2"][s] - 1)[window])),
+        }
+    stage0 = ts <= lo
+    errs["mass_ode_stage0_max_rel_error"] = float(
+        np.max(np.abs(o["alpha_mass_ode"][s] / o["alpha"][s] - 1)[stage0])
+    )
+    dec = o["decomposition"][s]  # (init / final, repeats, [L, A, B])
+    residual = dec[..., 0] - dec[..., 1] - dec[..., 2]
+    decomposition = {
+        when: {
+            "loss": float(dec[i, 0, 0]),
+            "symmetric_part": float(np.mean(dec[i, :, 1])),
+            "asymmetric_part": float(np.mean(dec[i, :, 2])),
+            "residual_mean": float(np.mean(residual[i])),
+            "residual_stderr": float(np.std(residual[i], ddof=1) / np.sqrt(residual.shape[1])),
+            "group_samples": GROUP_SAMPLES,
+        }
+        for i, when in enumerate(("init", "final"))
+    }
+    return {
+        "stages": table,
+        "prediction_errors": errs,
+        "degree2_window": [lo, hi],
+        "decomposition": decomposition,
+    }
+
+
+def _decay_fit(ts, beta2, lo, hi) -> dict:
+    """Fits of log beta_2 on [lo, hi]: exponential (against t) and power law (against log t)."""
+    keep = (ts >= lo) & (ts <= hi) & (beta2 > 0)
+    t, lb = ts[keep], np.log(beta2[keep])
+    exp_fit = np.polyfit(t, lb, 1, full=True)
+    pow_fit = np.polyfit(np.log(t), lb, 1, full=True)
+    rss = lambda f: float(f[1][0]) if len(f[1]) else 0.0  # noqa: E731
+    return {
+        "exponential_rate": float(-exp_fit[0][0]),
+        "exponential_rss": rss(exp_fit),
+        "power_exponent": float(pow_fit[0][0]),
+        "power_rss": rss(pow_fit),
+        "better_fit": "exponential" if rss(exp_fit) < rss(pow_fit) else "power law",
+        "window": [float(lo), float(hi)],
+    }
+
+
+def run_benchmark(
+    d=100,
+    r=20,
+    m=250,
+    activation="abs",
+    weight_decay=2.0,
+    decay_off=50.0,
+    t_end=80.0,
+    samples=0,
+    seeds=1,
+    seed=0,
+    out=None,
+):
+    enable_float64()
+    timer = Timer()
+    if r > d:
+        raise ValueError(f"`r` must be <= d, got r = {r} > d = {d}")
+    if weight_decay < 0:
+        raise ValueError(f"`weight_decay` must be >= 0, got {weight_decay}")
+    if samples:
+        need = check_memory(samples, d, m, min(BATCH, samples))
+        log(f"multi_index: finite-sample flow on n = {samples}, ~{need / 2**20:.0f} MiB per seed")
+    log(
+        f"multi_index: d = {d}, r = {r}, m = {m}, {activation}, lambda = {weight_decay},"
+        f" {seeds} seeds"
+    )
+    decays = [weight_decay] + ([0.0] if weight_decay > 0 else [])
+    static = dict(d=d, r=r, m=m, activation=activation, samples=samples)
+    grid = [dict(weight_decay=w, t_end=t_end, decay_off=decay_off, **static) for w in decays]
+    result = sweep(
+        run,
+        make=make,
+        seeds=seeds,
+        grid=grid,
+        static=tuple(static),
+        out=out,
+        name="multi_index",
+        base_seed=seed,
+    )
+    main, *ablation = result.outputs
+    analysis = [_analyse(main, s, weight_decay, activation, r, d, m) for s in range(seeds)]
+    ts = main["ts"][0]
+    report = {}
+    if ablation:
+        lo, hi = analysis[0]["degree2_window"]
+        c = hermite_coefficients(activation, 2)
+        c0sq, c2sq = float(c[0]) ** 2, float(c[2]) ** 2
+        for label, o, lam in (
+            (f"lambda={weight_decay}", main, weight_decay),
+            ("lambda=0", ablation[0], 0.0),
+        ):
+            report[label] = {
+                "degree2_stage": _decay_fit(ts, o["beta2"][0], lo, hi),
+                "after_degree2": _decay_fit(ts, o["beta2"][0], hi, decay_off),
+                "ode_after_degree2": _decay_fit(ts, o["beta_corrected"][0][:, 1], hi, decay_off),
+                # at the Lotka-Volterra fixed point beta_2 decays at the rate
+                # 2 lambda c_2^2 / (c_0^2 r + c_2^2), or like 1 / (4 c_2^2 t) when lambda = 0
+                "ode_asymptotic_rate": 2 * lam * c2sq / (c0sq * r + c2sq),
+                "beta2_at_decay_off": float(np.interp(decay_off, ts, o["beta2"][0])),
+            }
+    return {
+        "benchmark": "multi_index",
+        "config": {
+            **static,
+            "mode": "finite-sample" if samples else "population",
+            "weight_decay": weight_decay,
+            "decay_off": decay_off,
+            "t_end": t_end,
+            "seeds": seeds,
+            "base_seed": seed,
+            "init": "w_i ~ N(0, I/d)",
+            "flow": "dw/dt = -lambda_t w - m grad_w L, L = 1/2 E (f_W - f*)^2",
+        },
+        "environment": environment(),
+        "wall_seconds": timer(),
+        "point_seconds": result.point_seconds,
+        "solver_steps": [int(x) for x in main["steps"]],
+        "stages": analysis[0]["stages"],
+        "prediction_errors": analysis[0]["prediction_errors"],
+        "decomposition": analysis[0]["decomposition"],
+        "per_seed": analysis,
+        "loss_curve": [[float(t), float(v)] for t, v in zip(ts, main["loss"][0], strict=True)],
+        "mass": {
+            "t": ts,
+            "alpha_measured": main["alpha"][0],
+            "alpha_predicted": r * main["beta_corrected"][0][:, 0]
+            + (d - r) * main["beta_corrected"][0][:, 1],
+            "beta1_measured": main["beta1"][0],
+            "beta1_predicted": main["beta_corrected"][0][:, 0],
+            "beta2_measured": main["beta2"][0],
+            "beta2_predicted": main["beta_corrected"][0][:, 1],
+            "beta1_paper": main["beta_paper"][0][:, 0],
+            "beta2_paper": main["beta_paper"][0][:, 1],
+        },
+        "final_loss": float(main["loss"][0][-1]),
+        "final_loss_per_seed": [float(v) for v in main["loss"][:, -1]],
+        "weight_decay_ablation": report,
+        "_outputs": result.outputs,
+    }
+
+
+def table(results: dict) -> str:
+    head = (
+        f"{'order':>5} {'pred. plateau':>13} {'paper plateau':>13} {'loss at pred. t':>15}"
+        f" {'loss at meas. t':>15} {'pred. time':>10} {'meas. time':>10}"
+    )
+    lines = [head, "-" * len(head)]
+    for e in results["stages"]:
+        lines.append(
+            f"{e['order']:>5} {e['predicted_plateau']:>13.4f} {e['paper_plateau']:>13.4f}"
+            f" {e['measured_loss_at_predicted_time']:>15.4f}"
+            f" {e['measured_loss_at_measured_time']:>15.4f} {e['predicted_time']:>10.3f}"
+            f" {e['measured_time']:>10.3f}"
+        )
+    pe = results["prediction_errors"]
+    for name in ("corrected", "paper"):
+        p = pe[name]
+        lines.append(
+            f"degree-2 stage, {name} ODEs: max rel. error alpha~ {p['alpha_max_rel_error']:.2e},"
+            f" beta_1 {p['beta1_max_rel_error']:.2e}, beta_2 {p['beta2_max_rel_error']:.2e}"
+        )
+    lines.append(f"mass ODE over stage 0: max rel. error {pe['mass_ode_stage0_max_rel_error']:.2e}")
+    for when, dec in results["decomposition"].items():
+        lines.append(
+            f"L = 1/2 E(f~ - f*)^2 + 1/2 E(f - f~)^2 at {when}: {dec['loss']:.4f} ="
+            f" {dec['symmetric_part']:.4f} + {dec['asymmetric_part']:.4f}, residual"
+            f" {dec['residual_mean']:+.2e} +- {dec['residual_stderr']:.1e}"
+            f" (K = {dec['group_samples']} group elements)"
+        )
+    for key, f in results["weight_decay_ablation"].items():
+        lines.append(
+            f"{key}: beta_2 over the degree-2 stage fits {f['degree2_stage']['better_fit']}"
+            f" (power {f['degree2_stage']['power_exponent']:.2f}); after it, simulation rate"
+            f" {f['after_degree2']['exponential_rate']:.3f} vs Lotka-Volterra"
+            f" {f['ode_after_degree2']['exponential_rate']:.3f} (fixed-point rate"
+            f" {f['ode_asymptotic_rate']:.3f}); beta_2(t_off) = {f['beta2_at_decay_off']:.2e}"
+        )
+    lines.append(
+        f"final loss {results['final_loss']:.3e}, solver steps {results['solver_steps']},"
+        f" wall {results['wall_seconds']:.1f} s (compilation included)"
+    )
+    return "\n".join(lines)
+
+
+def plot(results: dict, out) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curve = np.array(results["loss_curve"])
+    fig, ax = plt.subplots(figsize=(6.6, 4.2))
+    ax.loglog(curve[1:, 0], curve[1:, 1], "k-", lw=1.5, label="population loss")
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for c, e in zip(colors, results["stages"], strict=False):
+        if e["predicted_plateau"] > 0:
+            ax.axhline(
+                e["predicted_plateau"],
+                color=c,
+                ls="--",
+                lw=0.9,
+                label=f"after order {e['order']}: predicted {e['predicted_plateau']:.3f}",
+            )
+        if e["paper_plateau"] > 0:
+            ax.axhline(e["paper_plateau"], color=c, ls=":", lw=0.9)
+        if np.isfinite(e["predicted_time"]):
+            ax.axvline(e["predicted_time"], color=c, lw=0.6)
+    ax.axvline(results["config"]["decay_off"], color="gray", lw=0.8, ls="-.", label="lambda -> 0")
+    ax.set_xlabel("t")
+    ax.set_ylabel("L = 1/2 E (f_W - f*)^2")
+    cfg = results["config"]
+    ax.set_title(
+        f"d = {cfg['d']}, r = {cfg['r']}, m = {cfg['m']}, {cfg['activation']}"
+        " (dotted: 1/2 E_>=k, lambda = 0)"
+    )
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "staircase.png", dpi=120)
+    plt.close(fig)
+
+    mass = results["mass"]
+    t = np.asarray(mass["t"])[1:]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for ax, key in zip(axes, ("alpha", "beta1", "beta2"), strict=True):
+        ax.semilogx(t, np.asarray(mass[f"{key}_measured"])[1:], "k-", lw=1.5, label="simulation")
+        ax.semilogx(
+            t, np.asarray(mass[f"{key}_predicted"])[1:], "r--", lw=1.0, label="ODE (corrected)"
+        )
+        if f"{key}_paper" in mass:
+            ax.semilogx(t, np.asarray(mass[f"{key}_paper"])[1:], "b:", lw=1.0, label="ODE (paper)")
+        ax.set_xlabel("t")
+        ax.set_title(
+            {"alpha": "mass alpha~", "beta1": "beta_1 (relevant)", "beta2": "beta_2 (irrelevant)"}[
+                key
+            ]
+        )
+    axes[2].set_yscale("log")
+    ablation = results.get("_outputs", [None, None])
+    if len(ablation) > 1:
+        axes[2].semilogx(
+            t, np.asarray(ablation[1]["beta2"][0])[1:], "g-", lw=1.0, label="simulation, lambda = 0"
+        )
+    axes[0].legend(fontsize=7)
+    axes[2].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "mass.png", dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None) -> dict:
+    p = parser("multi_index", __doc__.splitlines()[0], default_seeds=1)
+    p.add_argument("--d", type=int, default=100)
+    p.add_argument("--r", type=int, default=20)
+    p.add_argument("--m", type=int, default=250)
+    p.add_argument("--activation", default="abs", help="abs, relu, gelu or swish")
+    p.add_argument("--weight-decay", type=float, default=2.0, help="lambda (= r lambda_0)")
+    p.add_argument("--decay-off", type=float, default=50.0, help="time at which lambda -> 0")
+    p.add_argument("--t-end", type=float, default=80.0)
+    p.add_argument("--samples", type=int, default=0, help="finite-sample mode on N points")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.d, args.r, args.m, args.t_end, args.decay_off = 20, 4, 40, 30.0, 20.0
+    try:
+        results = run_benchmark(
+            args.d,
+            args.r,
+            args.m,
+            args.activation,
+            args.weight_decay,
+            args.decay_off,
+            args.t_end,
+            args.samples,
+            args.seeds,
+            args.seed,
+            out=args.out,
+        )
+    except (ValueError, MemoryError) as err:
+        p.error(str(err))
+    print(table(results))
+    path = write_results(args.out, {k: v for k, v in results.items() if k != "_outputs"})
+    plot(results, args.out)
+    log(f"wrote {path}, staircase.png and mass.png to {args.out}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
