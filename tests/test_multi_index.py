@@ -128,3 +128,58 @@ def test_bad_inputs_name_the_argument():
         mean_field_flow(
             jnp.ones((3, 4)), standard_target(2, 4), jnp.linspace(0, 1, 3), weight_decay=-1.0
         )
+
+
+def test_finite_sample_flow_follows_the_population_flow():
+    d, r, m, n = 10, 2, 24, 40_000
+    target = standard_target(r, d)
+    W0 = mean_field_init(m, d, key=jax.random.PRNGKey(0))
+    X = jax.random.normal(jax.random.PRNGKey(1), (n, d))
+    ts = jnp.linspace(0.0, 1.0, 11)
+    pop = mean_field_flow(W0, target, ts, weight_decay=0.5)
+    fin = mean_field_flow(
+        W0, target, ts, weight_decay=0.5, samples=(X, target.predict(X)), batch_size=10_000
+    )
+    assert bool(pop.ok) and bool(fin.ok)
+    np.testing.assert_allclose(fin.loss, pop.loss, rtol=0.05)
+    np.testing.assert_allclose(fin.alpha, pop.alpha, rtol=0.02)
+
+
+def test_memory_check_refuses_before_running():
+    from integrators import check_memory
+
+    with pytest.raises(MemoryError, match="GiB"):
+        check_memory(10**10, 100, 250, 5000)
+    assert check_memory(1000, 10, 20, 100) > 0
+
+
+def test_quick_benchmark_end_to_end(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "mi"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.multi_index", "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "pred. plateau" in proc.stdout and "ETA" in proc.stderr
+    res = json.loads((out / "results.json").read_text())
+    assert {"d", "r", "m", "activation"} <= res["config"].keys()
+    assert {"loss_curve", "mass", "final_loss", "wall_seconds"} <= res.keys()
+    for key in ("t", "alpha_measured", "alpha_predicted", "beta1_measured", "beta1_predicted"):
+        assert len(res["mass"][key]) == len(res["loss_curve"])
+    assert res["final_loss"] < 0.01 * res["loss_curve"][0][1]
+    assert [e["order"] for e in res["stages"]] == ["0", "2", ">=4"]
+    for name in ("staircase.png", "mass.png"):
+        assert (out / name).stat().st_size > 10_000
+    bad = subprocess.run(
+        [sys.executable, "-m", "benchmarks.multi_index", "--quick", "--weight-decay", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "weight_decay" in bad.stderr
