@@ -53,6 +53,23 @@ def best_seconds(fn, repeats: int = 3) -> float:
     return min(times)
 
 
+def pyplot():
+    """matplotlib.pyplot on the non-interactive Agg backend: benchmarks only write files."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, path) -> None:
+    """Lay out, write (120 dpi) and close a figure."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    pyplot().close(fig)
+
+
 def _jsonable(x):
     if isinstance(x, dict):
         return {str(k): _jsonable(v) for k, v in x.items()}

@@ -15,13 +15,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._common import Timer, enable_float64, environment, log, parser, write_results
-from benchmarks.jump_times import log_inv_alpha, summarize
+from benchmarks._common import (
+    Timer,
+    enable_float64,
+    environment,
+    log,
+    parser,
+    pyplot,
+    save_figure,
+    write_results,
+)
+from benchmarks.jump_times import jump_measurements, log_inv_alpha, summarize
 from dynamics import balanced_init, orthogonal_data, signs_and_directions
 from integrators import sweep, vanishing_flow
 from theory import (
     coverage_width,
-    crossing_times,
     jump_time_grid,
     predicted_exponents,
     saddle_jumps,
@@ -51,11 +59,7 @@ def run_instance(instance, log10_inv_alpha, n, width, rtol):
     curve_t = jnp.linspace(0.0, t1, CURVE)
     exponents = jax.vmap(lambda e: jnp.interp(curve_t, ts, e), in_axes=1, out_axes=1)
     return {
-        "predicted_times": pred.times,
-        "measured_times": crossing_times(ts, sol.loss, pred),
-        "predicted_neurons": pred.neurons,
-        "num_jumps": pred.num_jumps,
-        "predicted_cost": pred.cost,
+        **jump_measurements(pred, ts, sol.loss),
         "measured_cost": sol.cost[-1],
         "final_loss": sol.loss[-1],
         "solver_steps": sol.num_steps,
@@ -157,10 +161,7 @@ def table(results: dict) -> str:
 
 
 def plot(results: dict, out) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     summary = results["summary"]
     taus = np.array([e["log_inv_alpha"] for e in summary])
@@ -182,9 +183,7 @@ def plot(results: dict, out) -> None:
     config = results["config"]
     ax.set_title(f"Vanishing-init flow, n = {config['n']}, m = {config['width']}")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "errors.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "errors.png")
 
     p = max(results["_outputs"])
     o = results["_outputs"][p]
@@ -200,9 +199,7 @@ def plot(results: dict, out) -> None:
     ax.set_ylabel("exponent ell_j  (||w_j|| = alpha^-ell_j)")
     ax.set_title(f"seed 0, alpha = 1e-{p}/sqrt(m): flow (colour) vs Algorithm 1 (black dashed)")
     ax.set_ylim(-1.05, 0.05)
-    fig.tight_layout()
-    fig.savefig(out / "exponents.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "exponents.png")
 
 
 def main(argv=None) -> dict:

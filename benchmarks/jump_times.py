@@ -17,7 +17,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._common import Timer, enable_float64, log, parser, write_results
+from benchmarks._common import (
+    Timer,
+    enable_float64,
+    log,
+    parser,
+    pyplot,
+    save_figure,
+    write_results,
+)
 from dynamics import balanced_init, orthogonal_data, signs_and_directions
 from dynamics._checks import check_alpha
 from integrators import gradient_flow, sweep
@@ -41,6 +49,17 @@ def make_instance(key, log10_inv_alpha, n, width, rtol):
     return X, y, balanced_init(width, n, alpha, key=kw, dtype=jnp.float64)
 
 
+def jump_measurements(pred, ts, loss) -> dict:
+    """Algorithm 1's jumps beside the ones measured on a loss curve saved at `ts`."""
+    return {
+        "predicted_times": pred.times,
+        "measured_times": crossing_times(ts, loss, pred),
+        "predicted_neurons": pred.neurons,
+        "num_jumps": pred.num_jumps,
+        "predicted_cost": pred.cost,
+    }
+
+
 def run_instance(instance, log10_inv_alpha, n, width, rtol):
     """Predict with Algorithm 1, integrate the rescaled flow, measure the jumps."""
     X, y, model = instance
@@ -53,11 +72,7 @@ def run_instance(instance, log10_inv_alpha, n, width, rtol):
     sol = gradient_flow(model, X, y, ts, time_scale=tau, rtol=rtol, atol=rtol)
     final = sol.model
     return {
-        "predicted_times": pred.times,
-        "measured_times": crossing_times(ts, sol.loss, pred),
-        "predicted_neurons": pred.neurons,
-        "num_jumps": pred.num_jumps,
-        "predicted_cost": pred.cost,
+        **jump_measurements(pred, ts, sol.loss),
         "measured_cost": 0.5 * (jnp.sum(final.a**2) + jnp.sum(final.W**2)),
         "min_norm_cost": min_norm_cost(y),
         "final_loss": sol.loss[-1],
@@ -193,10 +208,7 @@ def table(results: dict) -> str:
 
 
 def plot_staircase(results: dict, path, num_seeds: int = 3) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     curves = results["_curves"]
     ps = results["config"]["log10_inv_alpha"]
@@ -216,9 +228,7 @@ def plot_staircase(results: dict, path, num_seeds: int = 3) -> None:
     axes[0][0].set_ylabel("training loss")
     axes[0][0].legend(fontsize=8)
     fig.suptitle("Gradient flow (lines) vs Algorithm 1 jump times (dotted)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv=None) -> dict:

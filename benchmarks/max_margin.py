@@ -15,7 +15,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._common import Timer, enable_float64, environment, log, parser, write_results
+from benchmarks._common import (
+    Timer,
+    enable_float64,
+    environment,
+    log,
+    parser,
+    pyplot,
+    save_figure,
+    write_results,
+)
 from dynamics import gaussian_mixture, small_leaky_init
 from integrators import margin_gradient_descent, one_minus_cos, sweep
 from theory import max_margin
@@ -203,10 +212,7 @@ def table(results: dict) -> str:
 
 
 def plot(results: dict, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     for name, marker in (("gd", "o-"), ("normalized", "s-")):
@@ -229,9 +235,7 @@ def plot(results: dict, path) -> None:
         f"||mu|| = {cfg['strong_signal']}"
     )
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv=None) -> dict:

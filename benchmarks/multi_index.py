@@ -15,7 +15,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._common import Timer, enable_float64, environment, log, parser, write_results
+from benchmarks._common import (
+    Timer,
+    enable_float64,
+    environment,
+    log,
+    parser,
+    pyplot,
+    save_figure,
+    write_results,
+)
 from dynamics import (
     mean_field_init,
     population_distance,
@@ -335,10 +344,7 @@ def table(results: dict) -> str:
 
 
 def plot(results: dict, out) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     curve = np.array(results["loss_curve"])
     fig, ax = plt.subplots(figsize=(6.6, 4.2))
@@ -366,9 +372,7 @@ def plot(results: dict, out) -> None:
         " (dotted: 1/2 E_>=k, lambda = 0)"
     )
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "staircase.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "staircase.png")
 
     mass = results["mass"]
     t = np.asarray(mass["t"])[1:]
@@ -394,9 +398,7 @@ def plot(results: dict, out) -> None:
         )
     axes[0].legend(fontsize=7)
     axes[2].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "mass.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "mass.png")
 
 
 def main(argv=None) -> dict:

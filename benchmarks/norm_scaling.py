@@ -15,7 +15,16 @@ Writes `results.json` and `norms.png` to `--out`.
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._common import Timer, enable_float64, environment, log, parser, write_results
+from benchmarks._common import (
+    Timer,
+    enable_float64,
+    environment,
+    log,
+    parser,
+    pyplot,
+    save_figure,
+    write_results,
+)
 from benchmarks.alpha_limit import fit_slope
 from benchmarks.jump_times import log_inv_alpha, make_instance
 from benchmarks.reproduction import PAPER_TABLE1
@@ -196,11 +205,9 @@ def table(results: dict) -> str:
 
 
 def plot(results: dict, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import matplotlib.ticker
+
+    plt = pyplot()
 
     rows = results["rows"]
     ns = np.array([r["n"] for r in rows], float)
@@ -228,9 +235,7 @@ def plot(results: dict, path) -> None:
     ax.set_ylabel("1/2 ||theta||^2")
     ax.set_title("Interpolator norms against n (mean over seeds)")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv=None) -> dict:

@@ -17,7 +17,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._common import Timer, enable_float64, environment, log, parser, write_results
+from benchmarks._common import (
+    Timer,
+    enable_float64,
+    environment,
+    log,
+    parser,
+    pyplot,
+    save_figure,
+    write_results,
+)
 from dynamics import gaussian_mixture, small_leaky_init
 from integrators import margin_gradient_descent, sweep
 from theory import mixture_test_error, signal_regime
@@ -158,10 +167,7 @@ def table(results: dict) -> str:
 
 
 def plot(results: dict, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6.6, 4.4))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -200,9 +206,7 @@ def plot(results: dict, path) -> None:
     ax.set_ylabel("test error (dotted: Bayes error Phi(-||mu||))")
     ax.set_title("Benign overfitting: test error of the interpolating net")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv=None) -> dict:

@@ -20,7 +20,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._common import Timer, enable_float64, environment, log, parser, write_results
+from benchmarks._common import (
+    Timer,
+    enable_float64,
+    environment,
+    log,
+    parser,
+    pyplot,
+    save_figure,
+    write_results,
+)
 from benchmarks.norm_scaling import gd_outcome, half_norm2
 from dynamics import (
     balanced_init,
@@ -229,10 +238,7 @@ def table(results: dict) -> str:
 
 
 def plot(results: dict, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 4.2))
     for init, marker in (("small", "o-"), ("he", "s-")):
@@ -256,9 +262,7 @@ def plot(results: dict, path) -> None:
     ax.set_ylabel("1/2 ||theta||^2 at L <= 1e-10")
     ax.set_title(f"n = d = {N}: implicit bias against width")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv=None) -> dict:

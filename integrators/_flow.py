@@ -108,6 +108,11 @@ def default_controller(rtol: float, atol: float) -> diffrax.PIDController:
     return diffrax.PIDController(rtol=rtol, atol=atol, pcoeff=0.4, icoeff=0.3)
 
 
+def succeeded(result: diffrax.RESULTS):
+    """True where a diffrax solve succeeded (a boolean array under `vmap`)."""
+    return result._value == diffrax.RESULTS.successful._value
+
+
 class FlowSolution(eqx.Module):
     """Result of `gradient_flow`.
 
@@ -135,7 +140,7 @@ class FlowSolution(eqx.Module):
     @property
     def ok(self):
         """True where the solve succeeded (works under `vmap`: a boolean array)."""
-        return self.result._value == diffrax.RESULTS.successful._value
+        return succeeded(self.result)
 
 
 def gradient_flow(

@@ -22,6 +22,8 @@ from jaxtyping import Array, Float, Int
 from dynamics import MultiIndexTarget, population_loss, sample_loss
 from dynamics._checks import check_shape
 
+from ._flow import succeeded
+
 
 class MeanFieldSolution(eqx.Module):
     """Result of `mean_field_flow`: the observables at the save times `ts` (T,).
@@ -44,7 +46,7 @@ class MeanFieldSolution(eqx.Module):
 
     @property
     def ok(self):
-        return self.result._value == diffrax.RESULTS.successful._value
+        return succeeded(self.result)
 
 
 def observables(W, target: MultiIndexTarget) -> dict:

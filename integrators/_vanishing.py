@@ -43,7 +43,7 @@ from jaxtyping import Array, Float, Int
 from dynamics import TwoLayerReLU
 from dynamics._checks import check_log_inv_alpha, check_shape, check_value
 
-from ._flow import default_controller
+from ._flow import default_controller, succeeded
 
 
 class VanishingSolution(eqx.Module):
@@ -78,7 +78,7 @@ class VanishingSolution(eqx.Module):
     @property
     def ok(self):
         """True where the solve succeeded (works under `vmap`: a boolean array)."""
-        return self.result._value == diffrax.RESULTS.successful._value
+        return succeeded(self.result)
 
     def to_model(self, X: Float[Array, "n d"], perp_directions=None) -> TwoLayerReLU:
         """The final parameters (a, W) in ordinary coordinates, where float64 can hold them.

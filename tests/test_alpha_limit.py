@@ -1,19 +1,10 @@
-import json
-import subprocess
-import sys
+from bench import run_module, run_quick
 
 
 def test_quick_run_end_to_end(tmp_path):
     out = tmp_path / "al"
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.alpha_limit", "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "fitted slopes" in proc.stdout and "ETA" in proc.stderr
-    results = json.loads((out / "results.json").read_text())
+    stdout, results = run_quick("alpha_limit", out)
+    assert "fitted slopes" in stdout
     assert results["config"]["base_seed"] == 0
     summary = results["summary"]
     keys = {
@@ -33,18 +24,5 @@ def test_quick_run_end_to_end(tmp_path):
 
 
 def test_refuses_nonpositive_alpha_exponent(tmp_path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.alpha_limit",
-            "--log10-inv-alpha",
-            "0",
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_module("alpha_limit", "--log10-inv-alpha", "0", "--out", str(tmp_path), timeout=120)
     assert proc.returncode == 2 and "log10-inv-alpha" in proc.stderr

@@ -1,17 +1,11 @@
 import json
-import subprocess
-import sys
 
 import numpy as np
+from bench import run_module
 
 
 def _quick(out):
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.jump_times", "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_module("jump_times", "--quick", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "median err" in proc.stdout
     assert "2/2 chunks" in proc.stderr and "ETA" in proc.stderr  # progress

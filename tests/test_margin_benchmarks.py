@@ -1,22 +1,8 @@
-import json
-import subprocess
-import sys
-
-
-def _quick(module, out):
-    proc = subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{module}", "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "ETA" in proc.stderr
-    return proc.stdout, json.loads((out / "results.json").read_text())
+from bench import run_quick
 
 
 def test_max_margin_quick(tmp_path):
-    stdout, results = _quick("max_margin", tmp_path / "mm")
+    stdout, results = run_quick("max_margin", tmp_path / "mm")
     assert "strong" in stdout and "near_orthogonal" in stdout
     assert set(results["curves"]) == {"gd", "normalized"}
     for curve in results["curves"].values():
@@ -33,7 +19,7 @@ def test_max_margin_quick(tmp_path):
 
 
 def test_phase_transition_quick(tmp_path):
-    stdout, results = _quick("phase_transition", tmp_path / "pt")
+    stdout, results = run_quick("phase_transition", tmp_path / "pt")
     assert "standard errors" in stdout
     keys = {
         "signal",

@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from bench import run_module, run_quick
 
 from dynamics import (
     MeanFieldNet,
@@ -154,20 +155,9 @@ def test_memory_check_refuses_before_running():
 
 
 def test_quick_benchmark_end_to_end(tmp_path):
-    import json
-    import subprocess
-    import sys
-
     out = tmp_path / "mi"
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.multi_index", "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "pred. plateau" in proc.stdout and "ETA" in proc.stderr
-    res = json.loads((out / "results.json").read_text())
+    stdout, res = run_quick("multi_index", out)
+    assert "pred. plateau" in stdout
     assert {"d", "r", "m", "activation"} <= res["config"].keys()
     assert {"loss_curve", "mass", "final_loss", "wall_seconds"} <= res.keys()
     for key in ("t", "alpha_measured", "alpha_predicted", "beta1_measured", "beta1_predicted"):
@@ -176,10 +166,5 @@ def test_quick_benchmark_end_to_end(tmp_path):
     assert [e["order"] for e in res["stages"]] == ["0", "2", ">=4"]
     for name in ("staircase.png", "mass.png"):
         assert (out / name).stat().st_size > 10_000
-    bad = subprocess.run(
-        [sys.executable, "-m", "benchmarks.multi_index", "--quick", "--weight-decay", "-1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    bad = run_module("multi_index", "--quick", "--weight-decay", "-1", timeout=120)
     assert bad.returncode == 2 and "weight_decay" in bad.stderr

@@ -1,29 +1,14 @@
 """The paper-table benchmarks (norm_scaling, width_ablation) and the reproduction document."""
 
-import json
-import subprocess
-import sys
-
 import pytest
-
-
-def _run(module, out, *extra):
-    proc = subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{module}", "--quick", "--out", str(out), *extra],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "ETA" in proc.stderr  # progress
-    return proc.stdout, json.loads((out / "results.json").read_text())
+from bench import run_module, run_quick
 
 
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory):
     root = tmp_path_factory.mktemp("results")
-    ns = _run("norm_scaling", root / "norm_scaling")
-    wa = _run("width_ablation", root / "width_ablation")
+    ns = run_quick("norm_scaling", root / "norm_scaling")
+    wa = run_quick("width_ablation", root / "width_ablation")
     return root, ns, wa
 
 
@@ -72,20 +57,7 @@ def test_width_ablation_reports_uncovered_samples(tables):
 def test_reproduction_document_is_generated_from_results(tables, tmp_path):
     root, (_, ns), (_, wa) = tables
     out = tmp_path / "reproduction.md"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.reproduction",
-            "--results",
-            str(root),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_module("reproduction", "--results", str(root), "--out", str(out), timeout=120)
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
     assert "## Table 1" in text and "## Table 2" in text

@@ -1,0 +1,22 @@
+"""Running a benchmark module end to end, as a user would (`python -m benchmarks.X`)."""
+
+import json
+import subprocess
+import sys
+
+
+def run_module(module: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{module}", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def run_quick(module: str, out, *args: str) -> tuple[str, dict]:
+    """`--quick --out out`: checks it succeeded and showed progress; returns (stdout, results)."""
+    proc = run_module(module, "--quick", "--out", str(out), *args)
+    assert proc.returncode == 0, proc.stderr
+    assert "ETA" in proc.stderr  # progress
+    return proc.stdout, json.loads((out / "results.json").read_text())
