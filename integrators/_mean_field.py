@@ -151,8 +151,12 @@ def mean_field_flow(
         dt0=None,
         y0=W0,
         saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save), diffrax.SubSaveAt(t1=True)]),
+        # the switch is a jump time only when it falls inside the interval: a jump time at
+        # t1 itself made diffrax drop the save at t1 when one step spanned the whole interval
         stepsize_controller=diffrax.PIDController(
-            rtol=rtol, atol=atol, jump_ts=jnp.reshape(jnp.minimum(off, ts[-1]), (1,))
+            rtol=rtol,
+            atol=atol,
+            jump_ts=jnp.reshape(jnp.where(off < ts[-1], off, 2 * ts[-1] + 1), (1,)),
         ),
         max_steps=max_steps,
         throw=False,
