@@ -211,6 +211,7 @@ def run_benchmark(
     seeds=1,
     seed=0,
     out=None,
+    ablation=True,
 ):
     enable_float64()
     timer = Timer()
@@ -225,7 +226,7 @@ def run_benchmark(
         f"multi_index: d = {d}, r = {r}, m = {m}, {activation}, lambda = {weight_decay},"
         f" {seeds} seeds"
     )
-    decays = [weight_decay] + ([0.0] if weight_decay > 0 else [])
+    decays = [weight_decay] + ([0.0] if ablation and weight_decay > 0 else [])
     static = dict(d=d, r=r, m=m, activation=activation, samples=samples)
     grid = [dict(weight_decay=w, t_end=t_end, decay_off=decay_off, **static) for w in decays]
     result = sweep(
@@ -411,6 +412,9 @@ def main(argv=None) -> dict:
     p.add_argument("--decay-off", type=float, default=50.0, help="time at which lambda -> 0")
     p.add_argument("--t-end", type=float, default=80.0)
     p.add_argument("--samples", type=int, default=0, help="finite-sample mode on N points")
+    p.add_argument(
+        "--no-ablation", action="store_true", help="skip the lambda = 0 run beside the main one"
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.d, args.r, args.m, args.t_end, args.decay_off = 20, 4, 40, 30.0, 20.0
@@ -427,6 +431,7 @@ def main(argv=None) -> dict:
             args.seeds,
             args.seed,
             out=args.out,
+            ablation=not args.no_ablation,
         )
     except (ValueError, MemoryError) as err:
         p.error(str(err))

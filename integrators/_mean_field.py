@@ -97,8 +97,8 @@ def mean_field_flow(
     decay_off=jnp.inf,
     samples: tuple | None = None,
     batch_size: int | None = None,
-    rtol: float = 1e-6,
-    atol: float = 1e-8,
+    rtol: float | None = None,
+    atol: float | None = None,
     max_steps: int = 200_000,
 ) -> MeanFieldSolution:
     """Integrate dw_i/dt = -lambda_t w_i - m grad_{w_i} L from W0 and save the observables.
@@ -108,6 +108,12 @@ def mean_field_flow(
     switches to the finite-sample loss over those n points (in batches of `batch_size`);
     by default the population loss is used. Pure and `jax.vmap`-able over seeds.
 
+    Tolerances default to rtol = 1e-6, atol = 1e-8 for the population loss (a smooth kernel)
+    and rtol = 1e-4, atol = 1e-6 for finite samples: there every sample puts a kink of |z|
+    in every neuron's field, the error estimate jumps at each crossing, and a tight rtol only
+    buys steps. Measured at d = 100, r = 20, m = 250, n = 50,000 over t in [0, 0.1]: 310 steps
+    and 163 s at rtol = 1e-6 against 19 steps and 12 s at 1e-4, with losses equal to 3e-6.
+
     ```python
     W0 = mean_field_init(250, 100, key=key)
     sol = mean_field_flow(W0, standard_target(20, 100), jnp.geomspace(1e-3, 60, 200),
@@ -116,6 +122,9 @@ def mean_field_flow(
     """
     m, d = W0.shape
     check_shape("W0", W0, (None, target.directions.shape[1]))
+    smooth = samples is None
+    rtol = (1e-6 if smooth else 1e-4) if rtol is None else rtol
+    atol = (1e-8 if smooth else 1e-6) if atol is None else atol
     if isinstance(weight_decay, float | int) and weight_decay < 0:
         raise ValueError(f"`weight_decay` must be >= 0, got {weight_decay}")
     ts = jnp.asarray(ts, W0.dtype)
