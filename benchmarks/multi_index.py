@@ -11,6 +11,7 @@ table (order, predicted plateau, measured loss, predicted and measured stage tim
                                      [--samples N] [--d 100 --r 20 --m 250]
 """
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -73,6 +74,8 @@ def run(instance, weight_decay, d, r, m, activation, samples, t_end, decay_off):
         decay_off=decay_off,
         samples=(X, y) if samples else None,
         batch_size=min(BATCH, samples) if samples else None,
+        # finite-sample solves take minutes: print how far along (in simulated time) they are
+        progress_meter=diffrax.TextProgressMeter(minimum_increase=0.05) if samples else None,
     )
     c = hermite_coefficients(activation, 2)
     beta0 = jnp.stack([sol.beta1[0], sol.beta2[0]])
