@@ -51,8 +51,7 @@ def make_instance(key, log10_inv_alpha, n, width, rtol):
 def run_instance(instance, log10_inv_alpha, n, width, rtol):
     y, signs, directions = instance
     pred = saddle_jumps(y, signs, directions)
-    last = jnp.max(jnp.where(jnp.isfinite(pred.times), pred.times, 0.0))
-    t1 = HORIZON * jnp.where(last > 0, last, 1.0)
+    t1 = pred.horizon(HORIZON)
     tau = log_inv_alpha(log10_inv_alpha, width)
     ts = jump_time_grid(pred, t1, tau)
     sol = vanishing_flow(signs, directions, y, ts, log_inv_alpha=tau, rtol=rtol, atol=rtol)

@@ -65,8 +65,7 @@ def run_instance(instance, log10_inv_alpha, n, width, rtol):
     X, y, model = instance
     signs, directions = signs_and_directions(model, X)
     pred = saddle_jumps(y, signs, directions)
-    last = jnp.max(jnp.where(jnp.isfinite(pred.times), pred.times, 0.0))
-    t1 = HORIZON * jnp.where(last > 0, last, 1.0)
+    t1 = pred.horizon(HORIZON)
     ts = jnp.linspace(0.0, t1, GRID)
     tau = log_inv_alpha(log10_inv_alpha, width)
     sol = gradient_flow(model, X, y, ts, time_scale=tau, rtol=rtol, atol=rtol)

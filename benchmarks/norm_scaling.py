@@ -74,10 +74,8 @@ def run(instance, n, width, limit_p, eta, tol, max_steps, rtol):
     X, y, model = instance
     signs, directions = signs_and_directions(model, X)
     pred = saddle_jumps(y, signs, directions)
-    floor = 0.5 * jnp.sum(jnp.where(pred.uncovered, y * y, 0.0)) / n
-    out = gd_outcome(model, X, y, eta, tol, max_steps, floor)
-    last = jnp.max(jnp.where(jnp.isfinite(pred.times), pred.times, 0.0))
-    ts = jnp.linspace(0.0, FLOW_HORIZON * jnp.where(last > 0, last, 1.0), FLOW_POINTS)
+    out = gd_outcome(model, X, y, eta, tol, max_steps, pred.final_loss)
+    ts = jnp.linspace(0.0, pred.horizon(FLOW_HORIZON), FLOW_POINTS)
     for name, p in (("flow", P_GD), ("limit", limit_p)):
         sol = vanishing_flow(
             signs, directions, y, ts, log_inv_alpha=log_inv_alpha(p, width), rtol=rtol, atol=rtol
@@ -87,7 +85,7 @@ def run(instance, n, width, limit_p, eta, tol, max_steps, rtol):
         out[f"{name}_steps"] = sol.num_steps
     out["alg1_cost"] = pred.cost
     out["alg1_jumps"] = pred.num_jumps
-    out["alg1_epochs"] = log_inv_alpha(P_GD, width) * last / eta  # ordinary time / eta
+    out["alg1_epochs"] = log_inv_alpha(P_GD, width) * pred.last_time / eta  # ordinary time / eta
     out["uncovered"] = jnp.sum(pred.uncovered)
     return out
 

@@ -167,7 +167,7 @@ def compare_flow(base_seed: int, ps=(10, 30, 100), rtol: float = 1e-7) -> tuple[
     for p in ps:
         X, y, model = make_instance(jax.random.PRNGKey(base_seed), p, n, m, rtol)
         pred = saddle_jumps(y, *signs_and_directions(model, X))
-        t1 = 1.15 * float(pred.times[int(pred.num_jumps) - 1])
+        t1 = float(pred.horizon(1.15))
         tau = float(log_inv_alpha(p, m))
         ts = jnp.array([0.0, t1])
         args = (model, X, y, tau, ts)

@@ -93,8 +93,7 @@ def run(instance, init, width, eta, paper_eta, paper_steps, max_steps):
     out = {"initial_norm": half_norm2(model)}
     if init == "small":
         pred = saddle_jumps(y, *signs_and_directions(model, X))
-        floor = 0.5 * jnp.sum(jnp.where(pred.uncovered, y * y, 0.0)) / N
-        out |= gd_outcome(model, X, y, eta, TOL, max_steps, floor)
+        out |= gd_outcome(model, X, y, eta, TOL, max_steps, pred.final_loss)
         out["uncovered"] = jnp.sum(pred.uncovered)
         out["eta"] = eta
         return out

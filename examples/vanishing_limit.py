@@ -23,8 +23,7 @@ def one_seed(key):
     # only the signs and directions of a balanced init matter; its scale is log_inv_alpha
     signs, dirs = signs_and_directions(balanced_init(m, n, 0.5, key=kw, dtype=jnp.float64), X)
     pred = saddle_jumps(y, signs, dirs)
-    t1 = 1.3 * jnp.max(jnp.where(jnp.isfinite(pred.times), pred.times, 0.0))
-    ts = jump_time_grid(pred, t1, tau, num=1000, window_points=128)
+    ts = jump_time_grid(pred, pred.horizon(1.3), tau, num=1000, window_points=128)
     sol = vanishing_flow(signs, dirs, y, ts, log_inv_alpha=tau)
     return pred, crossing_times(ts, sol.loss, pred), sol.cost[-1], sol.num_steps
 

@@ -78,8 +78,11 @@ def margin_gradient_descent(
     gram = X @ X.T
     P0 = model.W @ X.T
 
+    def margins_of(P):
+        return y * (a @ leaky_relu(P, gamma))  # y_i f(x_i) from the pre-activations
+
     def objective(P):
-        margins = y * (a @ leaky_relu(P, gamma))
+        margins = margins_of(P)
         return log_margin_loss(margins, loss) if normalized else margin_loss(margins, loss)
 
     grad = jax.grad(objective)
@@ -95,7 +98,7 @@ def margin_gradient_descent(
         carry = jax.lax.fori_loop(start, stop, body, carry)
         C = carry[0]
         P = P0 + C @ gram
-        margins = y * (a @ leaky_relu(P, gamma))
+        margins = margins_of(P)
         W = model.W + C @ X
         record = (
             log_margin_loss(margins, loss),

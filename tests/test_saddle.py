@@ -159,3 +159,17 @@ def test_predicted_exponents_by_hand():
     ell = predicted_exponents(pred, jnp.array([0.0, 2.0, 5.0]))
     np.testing.assert_allclose(ell[:, 1], [-1.0, -1.0, -1.0])
     np.testing.assert_allclose(pred.rates[0], [1.0, 0.0])
+
+
+def test_last_time_horizon_and_final_loss():
+    # one neuron, one sample: t_1 = 1/2, everything is fitted
+    pred = saddle_jumps(jnp.array([2.0]), jnp.array([1.0]), jnp.array([[0.3]]))
+    assert float(pred.last_time) == 0.5 and float(pred.horizon(2.0)) == 1.0
+    assert float(pred.final_loss) == 0.0
+    # a neuron of the wrong sign: no jump, the sample stays unfitted at its initial loss
+    pred = saddle_jumps(jnp.array([2.0, 1.0]), jnp.array([-1.0]), jnp.array([[0.3, 0.4]]))
+    assert float(pred.last_time) == 0.0 and float(pred.horizon(1.3)) == 1.3
+    np.testing.assert_allclose(pred.final_loss, pred.initial_plateau)
+    # one sample uncovered: the loss floor is its share of the initial loss
+    pred = saddle_jumps(jnp.array([2.0, -1.0]), jnp.array([1.0]), jnp.array([[0.3, 0.4]]))
+    np.testing.assert_allclose(pred.final_loss, 0.5 * 1.0 / 2)

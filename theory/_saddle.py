@@ -55,6 +55,25 @@ class SaddleJumps(eqx.Module):
     num_jumps: Int[Array, ""]
     rates: Float[Array, "K m"]
 
+    @property
+    def last_time(self) -> Float[Array, ""]:
+        """The last jump time t_K (0 when no neuron can jump)."""
+        return jnp.max(jnp.where(jnp.isfinite(self.times), self.times, 0.0), axis=-1)
+
+    def horizon(self, factor: float) -> Float[Array, ""]:
+        """`factor` x t_K (x 1 when there is no jump): a time by which a simulation has gone
+        through every jump."""
+        last = self.last_time
+        return factor * jnp.where(last > 0, last, 1.0)
+
+    @property
+    def final_loss(self) -> Float[Array, ""]:
+        """The loss after the last jump, 1/(2n) sum of y_i^2 over the uncovered samples: the
+        floor no training from this initialization can go below."""
+        return jnp.where(
+            self.num_jumps > 0, self.plateaus[self.num_jumps - 1], self.initial_plateau
+        )
+
 
 def _check_inputs(y, signs, directions):
     if jnp.ndim(y) != 1:
