@@ -5,14 +5,11 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from theory._margin import check_gamma
+
 from ._checks import check_shape, check_value
 
 LOSSES = ("exponential", "logistic")
-
-
-def check_gamma(gamma) -> None:
-    if isinstance(gamma, float | int) and not 0.0 < gamma < 1.0:
-        raise ValueError(f"`gamma` must lie in (0, 1), got {gamma}")
 
 
 def check_labels(y):

@@ -64,6 +64,12 @@ def all_activated(W, a, X, y) -> Bool[Array, ""]:
     return jnp.all(a[:, None] * y[None, :] * (W @ X.T) > 0)
 
 
+def check_gamma(gamma) -> None:
+    """The leaky slope must lie in (0, 1) (`ValueError`; arrays are not checked)."""
+    if isinstance(gamma, float | int) and not 0.0 < gamma < 1.0:
+        raise ValueError(f"`gamma` must lie in (0, 1), got {gamma}")
+
+
 def _check(X, y, a, gamma, pattern):
     if jnp.ndim(X) != 2:
         raise ValueError(f"`X` must have shape (n, d), got {jnp.shape(X)}")
@@ -76,8 +82,7 @@ def _check(X, y, a, gamma, pattern):
         raise ValueError(
             f"`pattern` must have shape (m, n) = ({jnp.shape(a)[0]}, {n}), got {jnp.shape(pattern)}"
         )
-    if isinstance(gamma, float | int) and not 0.0 < gamma < 1.0:
-        raise ValueError(f"`gamma` must lie in (0, 1), got {gamma}")
+    check_gamma(gamma)
     if not isinstance(y, jax.core.Tracer) and not bool(jnp.all(jnp.abs(y) == 1)):
         raise ValueError("labels `y` must take values in {-1, +1}")
 
