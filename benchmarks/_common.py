@@ -1,4 +1,4 @@
-"""What every benchmark shares: the CLI, float64, timing and results files."""
+"""What every benchmark shares: the CLI, process set-up, float64, timing, figures and results."""
 
 import argparse
 import json
@@ -23,11 +23,25 @@ def parser(name: str, description: str, default_seeds: int) -> argparse.Argument
     return p
 
 
+def host_devices() -> None:
+    """On CPU, one XLA host device per core (unless `XLA_FLAGS` already says how many), so that
+    `integrators.sweep` shards seeds over all cores. Called first thing in every benchmark's
+    `main`: it only takes effect before JAX starts its backend, and it is a process-wide
+    setting that the library itself never makes."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_force_host_platform_device_count" in flags:
+        return
+    count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={count}".strip()
+
+
 def enable_float64() -> None:
+    """Benchmarks run in float64 (the library never flips this itself)."""
     jax.config.update("jax_enable_x64", True)
 
 
 def log(message: str) -> None:
+    """Progress and notes go to stderr; stdout holds the table."""
     print(message, file=sys.stderr, flush=True)
 
 
@@ -86,7 +100,17 @@ def _jsonable(x):
     return x
 
 
+def fit_slope(x, y) -> float:
+    """Least-squares slope of log y against log x (finite, positive entries only)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    keep = np.isfinite(y) & (y > 0)
+    if keep.sum() < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)[0])
+
+
 def environment() -> dict:
+    """What ran: Python, JAX, backend and devices."""
     return {
         "python": platform.python_version(),
         "jax": jax.__version__,

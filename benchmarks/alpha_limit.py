@@ -15,54 +15,46 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks import _saddle
 from benchmarks._common import (
     Timer,
     enable_float64,
-    environment,
+    fit_slope,
+    host_devices,
     log,
     parser,
     pyplot,
     save_figure,
-    write_results,
 )
-from benchmarks.jump_times import jump_measurements, log_inv_alpha, summarize
-from dynamics import balanced_init, orthogonal_data, signs_and_directions
-from integrators import sweep, vanishing_flow
-from theory import (
-    coverage_width,
-    jump_time_grid,
-    predicted_exponents,
-    saddle_jumps,
-)
+from benchmarks._driver import finish, header, run_sweep
+from integrators import vanishing_flow
+from theory import coverage_width, jump_time_grid, predicted_exponents, saddle_jumps
 
 HORIZON = 1.3  # integrate to 1.3 x the last predicted jump time
 CURVE = 400  # points of the stored exponent and loss curves
 
 
-def make_instance(key, log10_inv_alpha, n, width, rtol):
+def make(key, log10_inv_alpha, n, width, rtol):
     """Labels, signs and directions of one seed: the instance of `benchmarks.jump_times` with
     the same key (only the scale alpha differs, and it is never formed here)."""
-    kx, kw = jax.random.split(key)
-    X, y = orthogonal_data(n, key=kx, dtype=jnp.float64)
-    signs, directions = signs_and_directions(balanced_init(width, n, 0.5, key=kw), X)
-    return y, signs, directions
+    return _saddle.limit_instance(key, n, width)
 
 
-def run_instance(instance, log10_inv_alpha, n, width, rtol):
+def run(instance, log10_inv_alpha, n, width, rtol):
     y, signs, directions = instance
     pred = saddle_jumps(y, signs, directions)
     t1 = pred.horizon(HORIZON)
-    tau = log_inv_alpha(log10_inv_alpha, width)
-    ts = jump_time_grid(pred, t1, tau)
-    sol = vanishing_flow(signs, directions, y, ts, log_inv_alpha=tau, rtol=rtol, atol=rtol)
+    tau = _saddle.log_inv_alpha(log10_inv_alpha, width)
+    ts = jump_time_grid(pred, t1, time_scale=tau)
+    sol = vanishing_flow(y, signs, directions, ts, time_scale=tau, rtol=rtol, atol=rtol)
     curve_t = jnp.linspace(0.0, t1, CURVE)
     exponents = jax.vmap(lambda e: jnp.interp(curve_t, ts, e), in_axes=1, out_axes=1)
     return {
-        **jump_measurements(pred, ts, sol.loss),
+        **_saddle.jump_measurements(pred, ts, sol.loss),
         "measured_cost": sol.cost[-1],
         "final_loss": sol.loss[-1],
-        "solver_steps": sol.num_steps,
-        "rejected_steps": sol.num_rejected_steps,
+        "solver_steps": sol.stats["num_steps"],
+        "rejected_steps": sol.stats["num_rejected_steps"],
         "solve_ok": sol.ok,
         "t1": t1,
         "exponents": exponents(sol.exponents),
@@ -71,23 +63,16 @@ def run_instance(instance, log10_inv_alpha, n, width, rtol):
     }
 
 
-def fit_slope(x, y) -> float:
-    """Least-squares slope of log y against log x (finite, positive entries only)."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    keep = np.isfinite(y) & (y > 0)
-    if keep.sum() < 2:
-        return float("nan")
-    return float(np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)[0])
-
-
-def run(n=32, width=None, seeds=8, seed=0, ps=(10, 30, 100, 300, 1000, 10000), rtol=1e-9, out=None):
+def run_benchmark(
+    n=32, width=None, seeds=8, seed=0, ps=(10, 30, 100, 300, 1000, 10000), rtol=1e-9, out=None
+):
     enable_float64()
     timer = Timer()
     m = coverage_width(n) if width is None else width
     log(f"alpha_limit: n = d = {n}, m = {m}, {seeds} seeds, p = {list(ps)}")
-    result = sweep(
-        run_instance,
-        make=make_instance,
+    result, record = run_sweep(
+        run,
+        make=make,
         seeds=seeds,
         grid=[dict(log10_inv_alpha=p, n=n, width=m, rtol=rtol) for p in ps],
         static=("n", "width", "rtol"),
@@ -95,11 +80,12 @@ def run(n=32, width=None, seeds=8, seed=0, ps=(10, 30, 100, 300, 1000, 10000), r
         name="alpha_limit",
         config={"horizon": HORIZON, "curve_points": CURVE},
         base_seed=seed,
+        ok=("solve_ok",),
     )
     summary = []
     points = zip(ps, result.outputs, result.failed, result.point_seconds, strict=True)
     for p, o, failed, wall in points:
-        entry = summarize(p, o, wall)
+        entry = _saddle.summarize(p, o, wall)
         entry["failed_chunks"] = failed
         entry["median_final_loss"] = float(np.median(o["final_loss"]))
         summary.append(entry)
@@ -108,30 +94,23 @@ def run(n=32, width=None, seeds=8, seed=0, ps=(10, 30, 100, 300, 1000, 10000), r
         key: fit_slope(taus, [e[key] for e in summary])
         for key in ("median_rel_error", "max_rel_error", "median_cost_rel_error")
     }
+    config = {
+        "n": n,
+        "d": n,
+        "width": m,
+        "seeds": seeds,
+        "log10_inv_alpha": list(ps),
+        "alpha": "10^-p / sqrt(m)",
+        "rtol": rtol,
+        "atol": rtol,
+        "horizon": f"{HORIZON} x last predicted jump time",
+        "time": "rescaled, d theta/dt = -log(1/alpha) grad L, L = 1/(2n) sum (h - y)^2",
+        "jump_time": "first crossing of the midpoint between predicted plateaus",
+    }
     return {
-        "benchmark": "alpha_limit",
-        "config": {
-            "n": n,
-            "d": n,
-            "width": m,
-            "seeds": seeds,
-            "base_seed": seed,
-            "log10_inv_alpha": list(ps),
-            "alpha": "10^-p / sqrt(m)",
-            "rtol": rtol,
-            "atol": rtol,
-            "horizon": f"{HORIZON} x last predicted jump time",
-            "time": "rescaled, d theta/dt = -log(1/alpha) grad L, L = 1/(2n) sum (h - y)^2",
-            "jump_time": "first crossing of the midpoint between predicted plateaus",
-        },
-        "environment": environment(),
+        **header("alpha_limit", config, seed),
         "wall_seconds": timer(),
-        "sweep": {
-            "devices": result.devices,
-            "batch_size": result.batch_size,
-            "computed_chunks": result.computed_chunks,
-            "loaded_chunks": result.loaded_chunks,
-        },
+        **record,
         "summary": summary,
         "slopes": slopes,
         "_outputs": dict(zip(ps, result.outputs, strict=True)),
@@ -159,9 +138,8 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def plot(results: dict, out) -> None:
+def plot_errors(results: dict, path) -> None:
     plt = pyplot()
-
     summary = results["summary"]
     taus = np.array([e["log_inv_alpha"] for e in summary])
     fig, ax = plt.subplots(figsize=(6, 4.2))
@@ -182,8 +160,11 @@ def plot(results: dict, out) -> None:
     config = results["config"]
     ax.set_title(f"Vanishing-init flow, n = {config['n']}, m = {config['width']}")
     ax.legend(fontsize=8)
-    save_figure(fig, out / "errors.png")
+    save_figure(fig, path)
 
+
+def plot_exponents(results: dict, path) -> None:
+    plt = pyplot()
     p = max(results["_outputs"])
     o = results["_outputs"][p]
     fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -198,10 +179,11 @@ def plot(results: dict, out) -> None:
     ax.set_ylabel("exponent ell_j  (||w_j|| = alpha^-ell_j)")
     ax.set_title(f"seed 0, alpha = 1e-{p}/sqrt(m): flow (colour) vs Algorithm 1 (black dashed)")
     ax.set_ylim(-1.05, 0.05)
-    save_figure(fig, out / "exponents.png")
+    save_figure(fig, path)
 
 
 def main(argv=None) -> dict:
+    host_devices()
     p = parser("alpha_limit", __doc__.splitlines()[0], default_seeds=8)
     p.add_argument("--n", type=int, default=32, help="samples n = input dimension d")
     p.add_argument("--width", type=int, default=None, help="neurons m (default: width rule)")
@@ -216,11 +198,13 @@ def main(argv=None) -> dict:
         if not np.isfinite(q) or q <= 0:
             p.error(f"--log10-inv-alpha must be finite and > 0, got {q}")
     ps = tuple(int(q) if float(q).is_integer() else q for q in args.log10_inv_alpha)
-    results = run(args.n, args.width, args.seeds, args.seed, ps, args.rtol, out=args.out)
-    print(table(results))
-    path = write_results(args.out, {k: v for k, v in results.items() if k != "_outputs"})
-    plot(results, args.out)
-    log(f"wrote {path}, errors.png and exponents.png to {args.out}")
+    results = run_benchmark(args.n, args.width, args.seeds, args.seed, ps, args.rtol, out=args.out)
+    finish(
+        args.out,
+        results,
+        table(results),
+        {"errors.png": plot_errors, "exponents.png": plot_exponents},
+    )
     return results
 
 

@@ -5,7 +5,7 @@ It reports, for each part, wall time (compilation included and excluded), peak d
 and seeds per second, and writes `results.json` to `--out`:
 
 - the GD sweep of `benchmarks.sweep_throughput` (n = 64, m = 47, eta = 0.5, 2,000 epochs);
-- the main job's rescaled flow (`benchmarks.jump_times`: n = d = 32, m = 45,
+- the main job's rescaled flow (`benchmarks.jump_times`' per-seed run: n = d = 32, m = 45,
   alpha = 1e-30 / sqrt(m)), against Algorithm 1.
 
     python -m benchmarks.gpu_check [--seeds 10000] [--quick]
@@ -13,8 +13,12 @@ and seeds per second, and writes `results.json` to `--out`:
 
 import jax
 
-from benchmarks import jump_times, sweep_throughput
-from benchmarks._common import Timer, enable_float64, environment, log, parser, write_results
+from benchmarks import _gd_sweep, _saddle
+from benchmarks._common import Timer, enable_float64, host_devices, log, parser
+from benchmarks._driver import finish, header, run_sweep
+from theory import coverage_width
+
+N_FLOW, P_FLOW = 32, 30  # the main job's instance at alpha = 1e-30 / sqrt(m)
 
 
 def _peak_bytes() -> int | None:
@@ -22,7 +26,26 @@ def _peak_bytes() -> int | None:
     return stats.get("peak_bytes_in_use")
 
 
+def _main_job_flow(seeds: int, base_seed: int) -> dict:
+    """The main job's flow (`benchmarks._saddle.run`) at one alpha over `seeds` seeds."""
+    m = coverage_width(N_FLOW)
+    result, _ = run_sweep(
+        _saddle.run,
+        make=_saddle.make,
+        seeds=seeds,
+        grid=[dict(log10_inv_alpha=P_FLOW, n=N_FLOW, width=m, rtol=1e-7)],
+        static=("n", "width", "rtol"),
+        out=None,
+        name="gpu_check",
+        base_seed=base_seed,
+        ok=("solve_ok",),
+    )
+    summary = _saddle.summarize(P_FLOW, result.outputs[0], result.wall_seconds)
+    return {**summary, "batch_size": result.batch_size}
+
+
 def main(argv=None) -> dict:
+    host_devices()
     p = parser("gpu_check", __doc__.splitlines()[0], default_seeds=10_000)
     args = p.parse_args(argv)
     if args.quick:
@@ -30,17 +53,16 @@ def main(argv=None) -> dict:
     enable_float64()
     log(f"gpu_check: backend {jax.default_backend()}, devices {jax.devices()}, {args.seeds} seeds")
     timer = Timer()
-    gd = sweep_throughput.measure(args.seeds, args.seed, repeats=2)
+    gd = _gd_sweep.measure(args.seeds, args.seed, repeats=2)
     gd["peak_bytes"] = _peak_bytes()
     gd["seeds_per_s"] = args.seeds / gd["seconds"]
     log(f"GD sweep: {gd['seconds']:.2f} s warm, {gd['seed_epochs_per_s']:.3g} seed-epochs/s")
     flow_timer = Timer()
-    jt = jump_times.run(seeds=args.seeds, seed=args.seed, log10_inv_alpha=(30,))
+    s = _main_job_flow(args.seeds, args.seed)
     cold = flow_timer()
     warm_timer = Timer()
-    jump_times.run(seeds=args.seeds, seed=args.seed, log10_inv_alpha=(30,))
+    _main_job_flow(args.seeds, args.seed)
     warm = warm_timer()
-    s = jt["summary"][0]
     flow = {
         "seeds": args.seeds,
         "seconds_with_compilation": cold,
@@ -51,27 +73,32 @@ def main(argv=None) -> dict:
         "max_rel_error": s["max_rel_error"],
         "median_solver_steps": s["median_solver_steps"],
         "failed_solves": s["failed_solves"],
-        "batch_size": jt["sweep"]["batch_size"],
+        "batch_size": s["batch_size"],
     }
     log(f"main-job flow: {warm:.2f} s warm ({cold:.2f} s cold), {flow['seeds_per_s']:.3g} seeds/s")
     results = {
-        "benchmark": "gpu_check",
-        "config": {"seeds": args.seeds, "base_seed": args.seed, "dtype": "float64"},
-        "environment": environment(),
+        **header("gpu_check", {"seeds": args.seeds, "dtype": "float64"}, args.seed),
         "gd_sweep": gd,
         "main_job_flow": flow,
         "wall_seconds": timer(),
     }
-    for name, r in (("GD sweep", gd), ("main-job flow", flow)):
+    finish(args.out, results, table(results), {})
+    return results
+
+
+def table(results: dict) -> str:
+    lines = []
+    for name, key in (("GD sweep", "gd_sweep"), ("main-job flow", "main_job_flow")):
+        r = results[key]
         mem = r["peak_bytes"]
         mem_s = "n/a" if mem is None else f"{mem / 2**30:.2f} GiB"
-        print(f"{name:>14}: {r['seeds_per_s']:.4g} seeds/s, peak memory {mem_s}")
-    print(
+        lines.append(f"{name:>14}: {r['seeds_per_s']:.4g} seeds/s, peak memory {mem_s}")
+    flow = results["main_job_flow"]
+    lines.append(
         f"median jump-time error {flow['median_rel_error']:.2e},"
         f" failed solves {flow['failed_solves']}"
     )
-    write_results(args.out, results)
-    return results
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

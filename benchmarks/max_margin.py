@@ -15,19 +15,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._common import (
-    Timer,
-    enable_float64,
-    environment,
-    log,
-    parser,
-    pyplot,
-    save_figure,
-    write_results,
-)
+from benchmarks._common import Timer, enable_float64, host_devices, log, parser, pyplot, save_figure
+from benchmarks._driver import finish, header, run_sweep
 from dynamics import gaussian_mixture, small_leaky_init
-from integrators import margin_gradient_descent, one_minus_cos, sweep
-from theory import max_margin
+from integrators import margin_gradient_descent
+from theory import max_margin, one_minus_cos
 
 INIT_SCALE = 1e-10
 
@@ -55,21 +47,22 @@ def run(instance, signal, n, d, m, gamma, gd_steps, normalized_steps, lr_factor)
         ("normalized", normalized_steps, True),
     ):
         sol = margin_gradient_descent(
-            net,
             X,
             y,
+            net,
             learning_rate=eta,
             max_steps=steps,
             num_checkpoints=10 * round(np.log10(steps)) + 1,  # every decade is a checkpoint
             normalized=normalized,
         )
-        final = max_margin(X, y, net.a, gamma, sol.patterns[-1])
+        final = max_margin(X, y, net.a, gamma, pattern=sol.patterns[-1])
         changed = jnp.any(sol.patterns[1:] != sol.patterns[:-1], axis=(1, 2))
         last_change = jnp.max(jnp.where(changed, sol.steps[1:], 0))
         out |= {
             f"{name}_steps": sol.steps,
-            f"{name}_one_minus_cos": one_minus_cos(sol.W, mm.W),
-            f"{name}_one_minus_cos_final_pattern": one_minus_cos(sol.W, final.W),
+            f"{name}_one_minus_cos": one_minus_cos(sol.trajectory.W, mm.W),
+            f"{name}_one_minus_cos_final_pattern": one_minus_cos(sol.trajectory.W, final.W),
+            f"{name}_ok": sol.ok,
             f"{name}_activated_first": sol.activated[0],
             f"{name}_activated_final": sol.activated[-1],
             f"{name}_last_pattern_change": last_change,
@@ -140,7 +133,7 @@ def run_benchmark(
     log(f"max_margin: n = {n}, d = {d}, m = {m}, gamma = {gamma}, {seeds} seeds")
     static = dict(n=n, d=d, m=m, gamma=gamma, gd_steps=gd_steps, normalized_steps=normalized_steps)
     grid = [dict(signal=s, lr_factor=lr_factor, **static) for s in (strong_signal, weak_signal)]
-    result = sweep(
+    result, record = run_sweep(
         run,
         make=make,
         seeds=seeds,
@@ -150,23 +143,23 @@ def run_benchmark(
         name="max_margin",
         config={"init_scale": INIT_SCALE},
         base_seed=seed,
+        ok=("gd_ok", "normalized_ok"),
     )
     strong, weak = result.outputs
+    config = {
+        **static,
+        "seeds": seeds,
+        "strong_signal": strong_signal,
+        "near_orthogonal_signal": weak_signal,
+        "eta": f"{lr_factor} / max_i ||x_i||^2",
+        "init_scale": INIT_SCALE,
+        "loss": "exponential, (1/n) sum exp(-y_i f(x_i))",
+        "second_layer": "+1/sqrt(m) for half the neurons, -1/sqrt(m) for the rest",
+    }
     return {
-        "benchmark": "max_margin",
-        "config": {
-            **static,
-            "seeds": seeds,
-            "base_seed": seed,
-            "strong_signal": strong_signal,
-            "near_orthogonal_signal": weak_signal,
-            "eta": f"{lr_factor} / max_i ||x_i||^2",
-            "init_scale": INIT_SCALE,
-            "loss": "exponential, (1/n) sum exp(-y_i f(x_i))",
-            "second_layer": "+1/sqrt(m) for half the neurons, -1/sqrt(m) for the rest",
-        },
-        "environment": environment(),
+        **header("max_margin", config, seed),
         "wall_seconds": timer(),
+        **record,
         "curves": {"gd": _curve(strong, "gd"), "normalized": _curve(strong, "normalized")},
         "activated_after_first_step": float(np.mean(strong["gd_activated_first"])),
         "strong": _case(strong),
@@ -184,7 +177,6 @@ def run_benchmark(
                 for name in ("gd", "normalized")
             },
         },
-        "point_seconds": result.point_seconds,
     }
 
 
@@ -239,6 +231,7 @@ def plot(results: dict, path) -> None:
 
 
 def main(argv=None) -> dict:
+    host_devices()
     p = parser("max_margin", __doc__.splitlines()[0], default_seeds=8)
     p.add_argument("--gd-steps", type=int, default=1_000_000)
     p.add_argument("--normalized-steps", type=int, default=100_000)
@@ -256,10 +249,7 @@ def main(argv=None) -> dict:
         lr_factor=args.lr_factor,
         out=args.out,
     )
-    print(table(results))
-    path = write_results(args.out, results)
-    plot(results, args.out / "convergence.png")
-    log(f"wrote {path} and {args.out / 'convergence.png'}")
+    finish(args.out, results, table(results), {"convergence.png": plot})
     return results
 
 

@@ -16,24 +16,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._common import (
-    Timer,
-    enable_float64,
-    environment,
-    log,
-    parser,
-    pyplot,
-    save_figure,
-    write_results,
-)
-from dynamics import (
-    mean_field_init,
-    population_distance,
-    population_loss,
-    standard_target,
-    symmetrize,
-)
-from integrators import check_memory, mean_field_flow, sweep
+from benchmarks._common import Timer, enable_float64, host_devices, log, parser, pyplot, save_figure
+from benchmarks._driver import finish, header, run_sweep
+from dynamics import loss_decomposition, mean_field_init, standard_target
+from integrators import check_memory, mean_field_flow
 from theory import (
     hermite_coefficients,
     hermite_energies,
@@ -41,7 +27,9 @@ from theory import (
     mass_equilibrium,
     mass_ode,
     mass_ratio,
+    measured_stage_times,
     stage_times,
+    weight_decay_plateaus,
 )
 
 POINTS = 400
@@ -55,20 +43,20 @@ def _times(t_end):
 
 def make(key, weight_decay, d, r, m, activation, samples, t_end, decay_off):
     kw, kx = jax.random.split(key)
-    W0 = mean_field_init(m, d, key=kw)
+    net = mean_field_init(m, d, key=kw, activation=activation)
     if not samples:
-        return W0, jnp.zeros((0, d)), jnp.zeros((0,))
+        return net, jnp.zeros((0, d)), jnp.zeros((0,))
     X = jax.random.normal(kx, (samples, d))
-    return W0, X, standard_target(r, d, activation).predict(X)
+    return net, X, standard_target(r, d, activation).predict(X)
 
 
 def run(instance, weight_decay, d, r, m, activation, samples, t_end, decay_off):
-    W0, X, y = instance
+    net, X, y = instance
     target = standard_target(r, d, activation)
     ts = _times(t_end)
     sol = mean_field_flow(
-        W0,
         target,
+        net,
         ts,
         weight_decay=weight_decay,
         decay_off=decay_off,
@@ -85,13 +73,11 @@ def run(instance, weight_decay, d, r, m, activation, samples, t_end, decay_off):
             ts, beta0, c0=c[0], c2=c[2], r=r, d=d, weight_decay=weight_decay, corrected=corrected
         )
     decomposition = []
-    for W in (W0, sol.W):
+    for model in (net, sol.model):
         for rep in range(GROUP_REPEATS):
             key = jax.random.fold_in(jax.random.PRNGKey(7), rep)
-            Ws = symmetrize(W, r, key=key, num=GROUP_SAMPLES)
-            A = population_loss(Ws, target)
-            B = population_distance(W, Ws, activation)
-            decomposition.append(jnp.stack([population_loss(W, target), A, B]))
+            dec = loss_decomposition(model, target, key=key, num=GROUP_SAMPLES)
+            decomposition.append(jnp.stack([dec.loss, dec.symmetric, dec.asymmetric]))
     return {
         "decomposition": jnp.stack(decomposition).reshape(2, GROUP_REPEATS, 3),
         "ts": ts,
@@ -103,16 +89,11 @@ def run(instance, weight_decay, d, r, m, activation, samples, t_end, decay_off):
         "alignment_mean": jnp.mean(sol.alignment, axis=1),
         "alignment_min": jnp.min(sol.alignment, axis=1),
         "alpha_mass_ode": mass_ode(ts, sol.alpha[0], c0=c[0], r=r, weight_decay=weight_decay),
-        **{f"beta_{k}": v for k, v in lv.items()},
+        **{f"beta_{k}": v.ys for k, v in lv.items()},
         "q": mass_ratio(jnp.stack([sol.beta1, sol.beta2], axis=-1), c0=c[0], c2=c[2], r=r, d=d),
-        "steps": sol.num_steps,
-        "ok": sol.ok,
+        "steps": sol.stats["num_steps"],
+        "ok": sol.ok & lv["corrected"].ok & lv["paper"].ok,
     }
-
-
-def _crossing(ts, loss, level):
-    below = np.flatnonzero(loss < level)
-    return float(ts[below[0]]) if below.size else float("inf")
 
 
 def _loss_at(ts, loss, t):
@@ -122,18 +103,15 @@ def _loss_at(ts, loss, t):
 def _analyse(o, s, weight_decay, activation, r, d, m) -> dict:
     """Stage table and prediction errors for seed s of one sweep point."""
     ts, loss = o["ts"][s], o["loss"][s]
-    E = {k: float(v) for k, v in hermite_energies(activation, r).items()}
+    E = hermite_energies(activation, r)
     c0 = float(hermite_coefficients(activation, 2)[0])
-    bias = weight_decay**2 / (8 * c0**2)  # degree-0 loss left by the mass equilibrium
-    plateaus = [E["plateau_0"] + bias, E["plateau_2"] + bias, bias]
-    pred = stage_times(name=activation, r=r, d=d, m=m, weight_decay=weight_decay)
-    pred = {k: float(v) for k, v in pred.items()}
-    alpha, eq = o["alpha"][s], float(mass_equilibrium(c0, r, weight_decay))
-    measured = [
-        _crossing(ts, -alpha, -(alpha[0] + 0.9 * (eq - alpha[0]))),  # alpha~ 90% of the way
-        _crossing(ts, o["q"][s], 0.1),  # q(t) <= 0.1
-        _crossing(ts, -o["alignment_mean"][s], -0.9),  # best neurons aligned to 1 - 0.1
-    ]
+    plateaus = [float(v) for v in weight_decay_plateaus(activation, r, weight_decay)]
+    pred = stage_times(activation=activation, r=r, d=d, m=m, weight_decay=weight_decay)
+    pred = {k: float(getattr(pred, k)) for k in ("tau_0", "tau_2", "tau_4")}
+    eq = float(mass_equilibrium(c0, r, weight_decay))
+    measured = measured_stage_times(
+        ts, o["alpha"][s], o["q"][s], o["alignment_mean"][s], equilibrium=eq
+    ).tolist()
     table = []
     stages = zip(("0", "2", ">=4"), ("tau_0", "tau_2", "tau_4"), strict=True)
     for k, (order, tau) in enumerate(stages):
@@ -141,7 +119,7 @@ def _analyse(o, s, weight_decay, activation, r, d, m) -> dict:
             {
                 "order": order,
                 "predicted_plateau": plateaus[k],
-                "paper_plateau": [E["plateau_0"], E["plateau_2"], 0.0][k],
+                "paper_plateau": [float(E.plateau_0), float(E.plateau_2), 0.0][k],
                 "measured_loss_at_predicted_time": _loss_at(ts, loss, pred[tau]),
                 "measured_loss_at_measured_time": _loss_at(ts, loss, measured[k]),
                 "predicted_time": pred[tau],
@@ -232,7 +210,7 @@ def run_benchmark(
     decays = [weight_decay] + ([0.0] if ablation and weight_decay > 0 else [])
     static = dict(d=d, r=r, m=m, activation=activation, samples=samples)
     grid = [dict(weight_decay=w, t_end=t_end, decay_off=decay_off, **static) for w in decays]
-    result = sweep(
+    result, record = run_sweep(
         run,
         make=make,
         seeds=seeds,
@@ -241,6 +219,7 @@ def run_benchmark(
         out=out,
         name="multi_index",
         base_seed=seed,
+        ok=("ok",),
     )
     main, *ablation = result.outputs
     analysis = [_analyse(main, s, weight_decay, activation, r, d, m) for s in range(seeds)]
@@ -263,22 +242,20 @@ def run_benchmark(
                 "ode_asymptotic_rate": 2 * lam * c2sq / (c0sq * r + c2sq),
                 "beta2_at_decay_off": float(np.interp(decay_off, ts, o["beta2"][0])),
             }
+    config = {
+        **static,
+        "mode": "finite-sample" if samples else "population",
+        "weight_decay": weight_decay,
+        "decay_off": decay_off,
+        "t_end": t_end,
+        "seeds": seeds,
+        "init": "w_i ~ N(0, I/d)",
+        "flow": "dw/dt = -lambda_t w - m grad_w L, L = 1/2 E (f_W - f*)^2",
+    }
     return {
-        "benchmark": "multi_index",
-        "config": {
-            **static,
-            "mode": "finite-sample" if samples else "population",
-            "weight_decay": weight_decay,
-            "decay_off": decay_off,
-            "t_end": t_end,
-            "seeds": seeds,
-            "base_seed": seed,
-            "init": "w_i ~ N(0, I/d)",
-            "flow": "dw/dt = -lambda_t w - m grad_w L, L = 1/2 E (f_W - f*)^2",
-        },
-        "environment": environment(),
+        **header("multi_index", config, seed),
         "wall_seconds": timer(),
-        "point_seconds": result.point_seconds,
+        **record,
         "solver_steps": [int(x) for x in main["steps"]],
         "stages": analysis[0]["stages"],
         "prediction_errors": analysis[0]["prediction_errors"],
@@ -347,9 +324,8 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def plot(results: dict, out) -> None:
+def plot_staircase(results: dict, path) -> None:
     plt = pyplot()
-
     curve = np.array(results["loss_curve"])
     fig, ax = plt.subplots(figsize=(6.6, 4.2))
     ax.loglog(curve[1:, 0], curve[1:, 1], "k-", lw=1.5, label="population loss")
@@ -376,8 +352,11 @@ def plot(results: dict, out) -> None:
         " (dotted: 1/2 E_>=k, lambda = 0)"
     )
     ax.legend(fontsize=7)
-    save_figure(fig, out / "staircase.png")
+    save_figure(fig, path)
 
+
+def plot_mass(results: dict, path) -> None:
+    plt = pyplot()
     mass = results["mass"]
     t = np.asarray(mass["t"])[1:]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
@@ -402,10 +381,11 @@ def plot(results: dict, out) -> None:
         )
     axes[0].legend(fontsize=7)
     axes[2].legend(fontsize=7)
-    save_figure(fig, out / "mass.png")
+    save_figure(fig, path)
 
 
 def main(argv=None) -> dict:
+    host_devices()
     p = parser("multi_index", __doc__.splitlines()[0], default_seeds=1)
     p.add_argument("--d", type=int, default=100)
     p.add_argument("--r", type=int, default=20)
@@ -438,10 +418,9 @@ def main(argv=None) -> dict:
         )
     except (ValueError, MemoryError) as err:
         p.error(str(err))
-    print(table(results))
-    path = write_results(args.out, {k: v for k, v in results.items() if k != "_outputs"})
-    plot(results, args.out)
-    log(f"wrote {path}, staircase.png and mass.png to {args.out}")
+    finish(
+        args.out, results, table(results), {"staircase.png": plot_staircase, "mass.png": plot_mass}
+    )
     return results
 
 

@@ -15,21 +15,21 @@ Writes `results.json` and `norms.png` to `--out`.
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks import _saddle
 from benchmarks._common import (
     Timer,
     enable_float64,
-    environment,
+    fit_slope,
+    host_devices,
     log,
     parser,
     pyplot,
     save_figure,
-    write_results,
 )
-from benchmarks.alpha_limit import fit_slope
-from benchmarks.jump_times import log_inv_alpha, make_instance
-from benchmarks.reproduction import PAPER_TABLE1
-from dynamics import signs_and_directions
-from integrators import gradient_descent, sweep, vanishing_flow
+from benchmarks._driver import finish, header, run_sweep
+from benchmarks._paper import PAPER_TABLE1
+from dynamics import half_squared_norm, signs_and_directions
+from integrators import RESULTS, gradient_descent, vanishing_flow
 from theory import coverage_width, min_norm_cost, saddle_jumps
 
 P_GD = 30  # alpha = 10^-P_GD / sqrt(m), the paper's 1e-30 / sqrt(m)
@@ -37,55 +37,43 @@ FLOW_HORIZON = 1.3  # flows run to 1.3 x the last predicted jump
 FLOW_POINTS = 200
 
 
-def half_norm2(model):
-    """1/2 ||theta||^2 = 1/2 (||a||^2 + ||W||_F^2)."""
-    return 0.5 * (jnp.sum(model.a**2) + jnp.sum(model.W**2))
-
-
-def gd_outcome(model, X, y, eta, tol, max_steps, floor=0.0, max_loss=jnp.inf):
-    """GD until L <= floor + tol (floor: the loss of samples no neuron can fit), summarized."""
-    sol = gradient_descent(
-        model,
-        X,
-        y,
-        learning_rate=eta,
-        tol=floor + tol,
-        max_steps=max_steps,
-        num_checkpoints=60,
-        max_loss=max_loss,
-    )
-    r = sol.model.predict(X) - y
-    return {
-        "epochs": sol.num_steps,
-        "converged": sol.converged,
-        "diverged": sol.diverged,
-        "final_loss": sol.final_loss,
-        "norm": half_norm2(sol.model),
-        "unfit": jnp.sum(jnp.abs(r) > 1e-4),
-        "min_norm_cost": min_norm_cost(y),
-    }
-
-
 def make(key, n, width, limit_p, eta, tol, max_steps, rtol):
-    return make_instance(key, P_GD, n, width, rtol)
+    return _saddle.instance(key, P_GD, n, width)
 
 
 def run(instance, n, width, limit_p, eta, tol, max_steps, rtol):
     X, y, model = instance
     signs, directions = signs_and_directions(model, X)
     pred = saddle_jumps(y, signs, directions)
-    out = gd_outcome(model, X, y, eta, tol, max_steps, pred.final_loss)
+    # GD until L <= floor + tol, the floor being the loss of samples no neuron can fit
+    sol = gradient_descent(
+        X,
+        y,
+        model,
+        learning_rate=eta,
+        tol=pred.final_loss + tol,
+        max_steps=max_steps,
+        num_checkpoints=60,
+    )
+    out = {
+        "epochs": sol.stats["num_steps"],
+        "converged": sol.ok,
+        "diverged": sol.result == RESULTS.diverged,
+        "final_loss": sol.final_loss,
+        "norm": half_squared_norm(sol.model),
+        "min_norm_cost": min_norm_cost(y),
+    }
     ts = jnp.linspace(0.0, pred.horizon(FLOW_HORIZON), FLOW_POINTS)
     for name, p in (("flow", P_GD), ("limit", limit_p)):
-        sol = vanishing_flow(
-            signs, directions, y, ts, log_inv_alpha=log_inv_alpha(p, width), rtol=rtol, atol=rtol
-        )
-        out[f"{name}_cost"] = sol.cost[-1]
-        out[f"{name}_ok"] = sol.ok
-        out[f"{name}_steps"] = sol.num_steps
+        tau = _saddle.log_inv_alpha(p, width)
+        flow = vanishing_flow(y, signs, directions, ts, time_scale=tau, rtol=rtol, atol=rtol)
+        out[f"{name}_cost"] = flow.cost[-1]
+        out[f"{name}_ok"] = flow.ok
+        out[f"{name}_steps"] = flow.stats["num_steps"]
     out["alg1_cost"] = pred.cost
     out["alg1_jumps"] = pred.num_jumps
-    out["alg1_epochs"] = log_inv_alpha(P_GD, width) * pred.last_time / eta  # ordinary time / eta
+    tau_gd = _saddle.log_inv_alpha(P_GD, width)
+    out["alg1_epochs"] = pred.gd_epochs(time_scale=tau_gd, learning_rate=eta)
     out["uncovered"] = jnp.sum(pred.uncovered)
     return out
 
@@ -116,7 +104,7 @@ def row(n, m, o) -> dict:
     }
 
 
-def run_table(
+def run_benchmark(
     ns=(16, 32, 64, 128, 256),
     seeds=10,
     seed=0,
@@ -132,7 +120,7 @@ def run_table(
     widths = [coverage_width(n) for n in ns]
     log(f"norm_scaling: n = {list(ns)}, m = {widths}, {seeds} seeds, eta = {eta}")
     params = dict(limit_p=limit_p, eta=eta, tol=tol, max_steps=max_steps, rtol=rtol)
-    result = sweep(
+    result, record = run_sweep(
         run,
         make=make,
         seeds=seeds,
@@ -142,6 +130,7 @@ def run_table(
         name="norm_scaling",
         config={"p_gd": P_GD, "flow_horizon": FLOW_HORIZON},
         base_seed=seed,
+        ok=("flow_ok", "limit_ok"),
     )
     rows = [row(n, m, o) for n, m, o in zip(ns, widths, result.outputs, strict=True)]
     for r, wall in zip(rows, result.point_seconds, strict=True):
@@ -150,28 +139,26 @@ def run_table(
         key: fit_slope(ns, [r[key] for r in rows])
         for key in ("pred_norm_mean", "opt_norm_mean", "alg1_cost_mean", "limit_cost_mean")
     }
+    config = {
+        "ns": list(ns),
+        "d": "n",
+        "widths": widths,
+        "width_rule": "m = ceil(ln(1e4 n) / ln(4/3))",
+        "alpha": f"1e-{P_GD} / sqrt(m)",
+        "eta": eta,
+        "tol": tol,
+        "max_steps": max_steps,
+        "seeds": seeds,
+        "limit_alpha": f"1e-{limit_p:g} / sqrt(m)",
+        "rtol": rtol,
+        "loss": "L = 1/(2n) sum (h - y)^2",
+    }
     return {
-        "benchmark": "norm_scaling",
-        "config": {
-            "ns": list(ns),
-            "d": "n",
-            "widths": widths,
-            "width_rule": "m = ceil(ln(1e4 n) / ln(4/3))",
-            "alpha": f"1e-{P_GD} / sqrt(m)",
-            "eta": eta,
-            "tol": tol,
-            "max_steps": max_steps,
-            "seeds": seeds,
-            "base_seed": seed,
-            "limit_alpha": f"1e-{limit_p:g} / sqrt(m)",
-            "rtol": rtol,
-            "loss": "L = 1/(2n) sum (h - y)^2",
-        },
-        "environment": environment(),
+        **header("norm_scaling", config, seed),
         "wall_seconds": timer(),
+        **record,
         "rows": rows,
         "slopes": slopes,
-        "failed_chunks": result.failed,
     }
 
 
@@ -237,6 +224,7 @@ def plot(results: dict, path) -> None:
 
 
 def main(argv=None) -> dict:
+    host_devices()
     p = parser("norm_scaling", __doc__.splitlines()[0], default_seeds=10)
     p.add_argument("--ns", type=int, nargs="+", default=[16, 32, 64, 128, 256])
     p.add_argument("--eta", type=float, default=0.5, help="GD step")
@@ -245,7 +233,7 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     if args.quick:
         args.ns, args.seeds = [8, 16], 2
-    results = run_table(
+    results = run_benchmark(
         tuple(args.ns),
         args.seeds,
         args.seed,
@@ -254,10 +242,7 @@ def main(argv=None) -> dict:
         limit_p=args.limit_log10_inv_alpha,
         out=args.out,
     )
-    print(table(results))
-    path = write_results(args.out, results)
-    plot(results, args.out / "norms.png")
-    log(f"wrote {path} and {args.out / 'norms.png'}")
+    finish(args.out, results, table(results), {"norms.png": plot})
     return results
 
 

@@ -11,25 +11,15 @@ above. Writes `results.json` and `transition.png` to `--out`.
     python -m benchmarks.phase_transition [--seeds 8] [--signals ...] [--shapes 20x400 50x400]
 """
 
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._common import (
-    Timer,
-    enable_float64,
-    environment,
-    log,
-    parser,
-    pyplot,
-    save_figure,
-    write_results,
-)
-from dynamics import gaussian_mixture, small_leaky_init
-from integrators import margin_gradient_descent, sweep
-from theory import mixture_test_error, signal_regime
+from benchmarks._common import Timer, enable_float64, host_devices, log, parser, pyplot, save_figure
+from benchmarks._driver import finish, header, run_sweep
+from dynamics import gaussian_mixture, sampled_test_error, small_leaky_init
+from integrators import margin_gradient_descent
+from theory import bayes_error, mixture_test_error, signal_regime
 
 M, GAMMA, INIT_SCALE = 10, 0.1, 1e-10
 TEST_BATCH = 2000
@@ -46,20 +36,18 @@ def run(instance, signal, n, d, steps, test_batches):
     X, y, mu, net, key = instance
     eta = 1.0 / jnp.max(jnp.sum(X * X, axis=1))
     sol = margin_gradient_descent(
-        net, X, y, learning_rate=eta, max_steps=steps, num_checkpoints=2, normalized=True
+        X, y, net, learning_rate=eta, max_steps=steps, num_checkpoints=2, normalized=True
     )
     trained = sol.model
-    test_key = jax.random.fold_in(key, 1)
-
-    def batch(count, k):
-        Xt, yt, _, _ = gaussian_mixture(TEST_BATCH, d, signal=signal, key=k)
-        return count + jnp.sum(yt * trained.predict(Xt) <= 0, dtype=count.dtype), None
-
-    keys = jax.random.split(test_key, test_batches)
-    wrong, _ = jax.lax.scan(batch, jnp.zeros((), jnp.int32), keys)
-    total = TEST_BATCH * test_batches
-    mc = wrong / total
+    mc = sampled_test_error(
+        trained,
+        key=jax.random.fold_in(key, 1),
+        signal=signal,
+        num_batches=test_batches,
+        batch_size=TEST_BATCH,
+    )
     cf = mixture_test_error(trained.W, trained.a, mu)
+    total = TEST_BATCH * test_batches
     return {
         "train_error": jnp.mean(y * trained.predict(X) <= 0),
         "closed_form_error": cf,
@@ -69,6 +57,7 @@ def run(instance, signal, n, d, steps, test_batches):
         "activated": sol.activated[-1],
         "regime": signal_regime(n, signal, d),
         "log_loss": sol.log_loss[-1],
+        "solve_ok": sol.ok,
     }
 
 
@@ -89,7 +78,7 @@ def _row(point, o) -> dict:
         "monte_carlo_stderr": float(np.sqrt(np.sum(se**2)) / seeds),
         "max_abs_z": float(np.max(z)),
         "activated_fraction": float(np.mean(o["activated"])),
-        "bayes_error": 0.5 * math.erfc(point["signal"] / math.sqrt(2.0)),  # Phi(-||mu||)
+        "bayes_error": bayes_error(float(point["signal"])),  # Phi(-||mu||)
         "seeds": int(seeds),
     }
 
@@ -111,7 +100,7 @@ def run_benchmark(
         for n, d in shapes
         for s in signals
     ]
-    result = sweep(
+    result, record = run_sweep(
         run,
         make=make,
         seeds=seeds,
@@ -121,27 +110,26 @@ def run_benchmark(
         name="phase_transition",
         config={"m": M, "gamma": GAMMA, "init_scale": INIT_SCALE, "test_batch": TEST_BATCH},
         base_seed=seed,
+        ok=("solve_ok",),
     )
     rows = [_row(p, o) for p, o in zip(grid, result.outputs, strict=True)]
+    config = {
+        "signals": [float(s) for s in signals],
+        "shapes": [list(s) for s in shapes],
+        "m": M,
+        "gamma": GAMMA,
+        "seeds": seeds,
+        "training": f"normalized GD, {steps} steps, eta = 1 / max ||x_i||^2",
+        "test_samples": TEST_BATCH * test_batches,
+        "noise": "gaussian, Sigma = I_d",
+        "regime": "n ||mu||^2 / R, R = E||z||^2 = d",
+    }
     return {
-        "benchmark": "phase_transition",
-        "config": {
-            "signals": [float(s) for s in signals],
-            "shapes": [list(s) for s in shapes],
-            "m": M,
-            "gamma": GAMMA,
-            "seeds": seeds,
-            "base_seed": seed,
-            "training": f"normalized GD, {steps} steps, eta = 1 / max ||x_i||^2",
-            "test_samples": TEST_BATCH * test_batches,
-            "noise": "gaussian, Sigma = I_d",
-            "regime": "n ||mu||^2 / R, R = E||z||^2 = d",
-        },
-        "environment": environment(),
+        **header("phase_transition", config, seed),
         "wall_seconds": timer(),
+        **record,
         "rows": rows,
         "max_abs_z": max(r["max_abs_z"] for r in rows),
-        "failed_chunks": result.failed,
     }
 
 
@@ -210,6 +198,7 @@ def plot(results: dict, path) -> None:
 
 
 def main(argv=None) -> dict:
+    host_devices()
     p = parser("phase_transition", __doc__.splitlines()[0], default_seeds=8)
     p.add_argument("--signals", type=float, nargs="+", default=None, help="||mu|| values")
     p.add_argument("--shapes", nargs="+", default=["20x400", "50x400", "20x1600"], help="n x d")
@@ -223,10 +212,7 @@ def main(argv=None) -> dict:
     if args.quick:
         signals, shapes, args.seeds, steps, batches = (0.5, 6.0), ((20, 400),), 2, 2000, 2
     results = run_benchmark(signals, shapes, args.seeds, args.seed, steps, batches, out=args.out)
-    print(table(results))
-    path = write_results(args.out, results)
-    plot(results, args.out / "transition.png")
-    log(f"wrote {path} and {args.out / 'transition.png'}")
+    finish(args.out, results, table(results), {"transition.png": plot})
     return results
 
 

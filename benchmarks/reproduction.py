@@ -15,40 +15,12 @@ import json
 import math
 from pathlib import Path
 
-# Table 1 of the paper: n, m, epochs, 1/2||theta_pred||^2 (mean, std), 1/2||theta_opt||^2
-# (mean, std), ratio.
-PAPER_TABLE1 = [
-    (16, 43, 4.8e5, 6.24, 0.12, 3.58, 0.08, 1.74),
-    (32, 45, 5.3e5, 9.15, 0.18, 5.12, 0.11, 1.78),
-    (64, 48, 6.1e5, 13.20, 0.25, 7.34, 0.14, 1.80),
-    (128, 50, 7.2e5, 18.92, 0.31, 10.45, 0.19, 1.81),
-    (256, 53, 8.5e5, 27.10, 0.42, 14.90, 0.23, 1.82),
-]
-# Table 2: init, m, eta, 1/2||theta||^2 (mean, std), deviation from the optimum; the paper
-# reports L < 1e-10 on every row.
-PAPER_TABLE2 = [
-    ("small", 10, 1.0, 11.45, 0.35, 1.236),
-    ("small", 32, 1.0, 9.15, 0.18, 0.787),
-    ("small", 100, 1.0, 7.62, 0.14, 0.488),
-    ("small", 500, 1.0, 6.18, 0.09, 0.207),
-    ("small", 1000, 1.0, 5.52, 0.06, 0.078),
-    ("he", 32, 0.001, 24.80, 1.20, 3.844),
-    ("he", 100, 0.001, 41.30, 2.10, 7.066),
-    ("he", 1000, 0.001, 112.50, 5.40, 20.973),
-]
+from benchmarks._common import fit_slope
+from benchmarks._paper import PAPER_TABLE1, PAPER_TABLE2
 
 
 def _load(path: Path):
     return json.loads(path.read_text()) if path.exists() else None
-
-
-def _slope(xs, ys) -> float:
-    lx = [math.log(x) for x in xs]
-    ly = [math.log(y) for y in ys]
-    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
-    return sum((a - mx) * (b - my) for a, b in zip(lx, ly, strict=True)) / sum(
-        (a - mx) ** 2 for a in lx
-    )
 
 
 def table1(ns: dict) -> list[str]:
@@ -221,7 +193,7 @@ def table2(wa: dict) -> list[str]:
         )
         done = [(m, r) for m, r in he if r["converged"] == r["seeds"]]
         if len(done) > 1:
-            slope = _slope([m for m, _ in done], [r["norm_mean"] for _, r in done])
+            slope = fit_slope([m for m, _ in done], [r["norm_mean"] for _, r in done])
             out.append(
                 f"- Fitted slope of the He-init norm against m over the rows where every seed "
                 f"interpolated (m = {', '.join(str(m) for m, _ in done)}): {slope:.2f} "

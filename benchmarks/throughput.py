@@ -27,62 +27,37 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks import sweep_throughput as gd_bench
+from benchmarks import _gd_sweep as gd_bench, _peers, _saddle
 from benchmarks._common import (
     Timer,
     best_seconds,
     enable_float64,
-    environment,
+    host_devices,
     log,
     parser,
     pyplot,
     save_figure,
-    write_results,
 )
-
-FLOPS_PER_EPOCH = 8 * gd_bench.M * gd_bench.N  # data-basis GD: ~8 m n flops per step
+from benchmarks._driver import finish, header
+from dynamics import (
+    fixed_second_layer,
+    gaussian_mixture,
+    mean_field_init,
+    signs_and_directions,
+    standard_target,
+)
+from integrators import mean_field_flow, orthogonal_flow
+from theory import coverage_width, max_margin, one_minus_cos, saddle_jumps
 
 
 def _gd_instances(count: int, base_seed: int):
     """The sweep's first `count` instances, as NumPy arrays (seed i = fold_in(key, i))."""
     key0 = jax.random.PRNGKey(base_seed)
-    alpha = 1e-30 / np.sqrt(gd_bench.M)
     out = []
     for i in range(count):
-        X, y, model = gd_bench.make(jax.random.fold_in(key0, i), alpha)
+        X, y, model = gd_bench.make(jax.random.fold_in(key0, i), gd_bench.ALPHA)
         out.append(tuple(np.asarray(v) for v in (X, y, model.a, model.W)))
     return out
-
-
-def _numpy_gd(X, y, a, W, epochs, eta):
-    n = X.shape[0]
-    a, W = a.copy(), W.copy()
-    for _ in range(epochs):
-        P = X @ W.T  # (n, m)
-        H = np.maximum(P, 0.0)
-        r = H @ a - y
-        ga = H.T @ r / n
-        gW = ((r[:, None] * (P > 0)) * a[None, :]).T @ X / n
-        a -= eta * ga
-        W -= eta * gW
-    r = np.maximum(X @ W.T, 0.0) @ a - y
-    return 0.5 * np.mean(r * r)
-
-
-def _torch_gd(X, y, a, W, epochs, eta):
-    import torch
-
-    X, y = torch.from_numpy(X.copy()), torch.from_numpy(y.copy())
-    a = torch.from_numpy(a.copy()).requires_grad_()
-    W = torch.from_numpy(W.copy()).requires_grad_()
-    opt = torch.optim.SGD([a, W], lr=eta)
-    for _ in range(epochs):
-        opt.zero_grad()
-        loss = 0.5 * torch.mean((torch.relu(X @ W.T) @ a - y) ** 2)
-        loss.backward()
-        opt.step()
-    with torch.no_grad():
-        return float(0.5 * torch.mean((torch.relu(X @ W.T) @ a - y) ** 2))
 
 
 def _per_seed_rate(fn, instances, epochs):
@@ -95,23 +70,16 @@ def _per_seed_rate(fn, instances, epochs):
 
 def compare_gd(seeds: int, ref_seeds: int, base_seed: int) -> tuple[list, dict]:
     ours = gd_bench.measure(seeds, base_seed)
-    engine_losses = gd_bench.sweep(
-        gd_bench.run,
-        make=gd_bench.make,
-        seeds=ref_seeds,
-        grid=[{"alpha": 1e-30 / np.sqrt(gd_bench.M)}],
-        base_seed=base_seed,
-        progress=False,
-    ).outputs[0]["final_loss"]
+    engine_losses = gd_bench.final_losses(ref_seeds, base_seed)
     instances = _gd_instances(ref_seeds, base_seed)
     rows, detail = [], {"engine": ours}
     # The loops below work in W; on orthonormal data X X^T = I only to ~1e-15, which flips the
     # sign of frozen components of size ~alpha and wakes samples the exact dynamics cannot
     # reach. The same NumPy loop in the data basis (X = I, W X^T) reproduces the engine.
     X, y, a, W = instances[0]
-    exact = _numpy_gd(np.eye(X.shape[0]), y, a, W @ X.T, gd_bench.EPOCHS, gd_bench.ETA)
+    exact = _peers.numpy_gd(np.eye(X.shape[0]), y, a, W @ X.T, gd_bench.EPOCHS, gd_bench.ETA)
     detail["numpy_data_basis_final_loss_rel_diff"] = float(abs(exact / engine_losses[0] - 1))
-    for name, fn in (("numpy", _numpy_gd), ("torch", _torch_gd)):
+    for name, fn in (("numpy", _peers.numpy_gd), ("torch", _peers.torch_gd)):
         try:
             rate, losses = _per_seed_rate(fn, instances, gd_bench.EPOCHS)
         except ImportError:
@@ -145,18 +113,12 @@ def _entry(name, ours, theirs, unit, better, **extra) -> dict:
 
 @partial(jax.jit, static_argnums=5)
 def _engine_flow(model, X, y, tau, ts, rtol):
-    from integrators import gradient_flow
-
-    return gradient_flow(model, X, y, ts, time_scale=tau, rtol=rtol, atol=rtol)
+    return orthogonal_flow(X, y, model, ts, time_scale=tau, rtol=rtol, atol=rtol)
 
 
 def compare_flow(base_seed: int, ps=(10, 30, 100), rtol: float = 1e-7) -> tuple[list, dict]:
     """The main job's flow for one seed at alpha = 10^-p / sqrt(m), against solve_ivp (RK45, the
     same Dormand-Prince pair as the engine's Dopri5) in plain coordinates."""
-    from benchmarks.jump_times import log_inv_alpha, make_instance
-    from dynamics import signs_and_directions
-    from theory import coverage_width, saddle_jumps
-
     try:
         from scipy.integrate import solve_ivp
     except ImportError:
@@ -165,25 +127,17 @@ def compare_flow(base_seed: int, ps=(10, 30, 100), rtol: float = 1e-7) -> tuple[
     m = coverage_width(n)
     rows, detail = [], {}
     for p in ps:
-        X, y, model = make_instance(jax.random.PRNGKey(base_seed), p, n, m, rtol)
+        X, y, model = _saddle.instance(jax.random.PRNGKey(base_seed), p, n, m)
         pred = saddle_jumps(y, *signs_and_directions(model, X))
         t1 = float(pred.horizon(1.15))
-        tau = float(log_inv_alpha(p, m))
+        tau = float(_saddle.log_inv_alpha(p, m))
         ts = jnp.array([0.0, t1])
         args = (model, X, y, tau, ts)
         ours_s = best_seconds(partial(_engine_flow, *args, rtol))
         sol = _engine_flow(*args, rtol)
         Xn, yn = np.asarray(X), np.asarray(y)
         alpha = float(np.exp(-tau))
-
-        def field(t, u, tau=tau, yn=yn):
-            a, V = u[:m], u[m:].reshape(m, n)
-            H = np.maximum(V, 0.0)
-            r = H.T @ a - yn
-            da = -tau * (H @ r) / n
-            dV = -tau * (a[:, None] * r[None, :] * (V > 0)) / n
-            return np.concatenate([da, dV.ravel()])
-
+        field = _peers.plain_flow_field(tau, yn, m, n)
         u0 = np.concatenate([np.asarray(model.a), (np.asarray(model.W) @ Xn.T).ravel()])
         t = Timer()
         ref = solve_ivp(field, (0.0, t1), u0, method="RK45", rtol=rtol, atol=rtol * alpha)
@@ -195,8 +149,8 @@ def compare_flow(base_seed: int, ps=(10, 30, 100), rtol: float = 1e-7) -> tuple[
         detail[f"p={p}"] = {
             "engine": {
                 "seconds": ours_s,
-                "steps": int(sol.num_steps),
-                "accepted_steps": int(sol.num_accepted_steps),
+                "steps": int(sol.stats["num_steps"]),
+                "accepted_steps": int(sol.stats["num_accepted_steps"]),
                 "final_loss": float(sol.loss[-1]),
             },
             "solve_ivp": {
@@ -212,17 +166,17 @@ def compare_flow(base_seed: int, ps=(10, 30, 100), rtol: float = 1e-7) -> tuple[
         rows += [
             _entry(f"{name}: wall time", ours_s, theirs_s, "s", "lower"),
             _entry(
-                f"{name}: steps", int(sol.num_steps), int(total), "steps (incl. rejected)", "lower"
+                f"{name}: steps",
+                int(sol.stats["num_steps"]),
+                int(total),
+                "steps (incl. rejected)",
+                "lower",
             ),
         ]
     return rows, detail
 
 
 def compare_max_margin(base_seed: int) -> tuple[list, dict]:
-    from dynamics import fixed_second_layer, gaussian_mixture
-    from integrators import one_minus_cos
-    from theory import max_margin
-
     n, d, m, gamma = 20, 400, 10, 0.1
     X, y, _, _ = gaussian_mixture(n, d, signal=15.0, key=jax.random.PRNGKey(base_seed))
     a = fixed_second_layer(m)
@@ -284,29 +238,30 @@ def compare_max_margin(base_seed: int) -> tuple[list, dict]:
 
 
 def compare_multi_index(samples: int, t_sim: float, base_seed: int) -> tuple[list, dict]:
-    from dynamics import mean_field_init, standard_target
-    from integrators import mean_field_flow
-
     d, r, m = 100, 20, 250
     target = standard_target(r, d)
     W0 = mean_field_init(m, d, key=jax.random.PRNGKey(base_seed))
     X = jax.random.normal(jax.random.PRNGKey(base_seed + 1), (samples, d))
     yv = target.predict(X)
     ts = jnp.array([0.0, t_sim])
-    pop = jax.jit(lambda W: mean_field_flow(W, target, ts, weight_decay=2.0))
+    pop = jax.jit(lambda net: mean_field_flow(target, net, ts, weight_decay=2.0))
     fin = jax.jit(
-        lambda W: mean_field_flow(
-            W, target, ts, weight_decay=2.0, samples=(X, yv), batch_size=min(5000, samples)
+        lambda net: mean_field_flow(
+            target, net, ts, weight_decay=2.0, samples=(X, yv), batch_size=min(5000, samples)
         )
     )
     pop_s = best_seconds(lambda: pop(W0), repeats=2)
     fin_s = best_seconds(lambda: fin(W0), repeats=1)
     p, f = pop(W0), fin(W0)
     detail = {
-        "population": {"seconds": pop_s, "steps": int(p.num_steps), "loss": float(p.loss[-1])},
+        "population": {
+            "seconds": pop_s,
+            "steps": int(p.stats["num_steps"]),
+            "loss": float(p.loss[-1]),
+        },
         "finite_sample": {
             "seconds": fin_s,
-            "steps": int(f.num_steps),
+            "steps": int(f.stats["num_steps"]),
             "samples": samples,
             "population_loss": float(f.loss[-1]),
         },
@@ -345,7 +300,7 @@ def run_benchmark(quick=False, base_seed=0) -> dict:
         details[label] = detail
         log(f"throughput: {label} done ({timer():.0f} s)")
     peak = peak_flops(1024 if quick else 2048)
-    achieved = details["gd"]["engine"]["seed_epochs_per_s"] * FLOPS_PER_EPOCH
+    achieved = details["gd"]["engine"]["seed_epochs_per_s"] * gd_bench.FLOPS_PER_EPOCH
     comparisons.append(
         _entry(
             "GD sweep vs float64 matmul peak",
@@ -356,17 +311,15 @@ def run_benchmark(quick=False, base_seed=0) -> dict:
             note="fraction of the measured peak",
         )
     )
+    config = {
+        "quick": quick,
+        "gd_seeds": seeds,
+        "reference_seeds": ref_seeds,
+        "gd_flops_per_epoch": gd_bench.FLOPS_PER_EPOCH,
+        "multi_index_samples": samples,
+    }
     return {
-        "benchmark": "throughput",
-        "config": {
-            "quick": quick,
-            "base_seed": base_seed,
-            "gd_seeds": seeds,
-            "reference_seeds": ref_seeds,
-            "gd_flops_per_epoch": FLOPS_PER_EPOCH,
-            "multi_index_samples": samples,
-        },
-        "environment": environment(),
+        **header("throughput", config, base_seed),
         "wall_seconds": timer(),
         "comparisons": comparisons,
         "details": details,
@@ -405,13 +358,11 @@ def plot(results: dict, path) -> None:
 
 
 def main(argv=None) -> dict:
+    host_devices()
     p = parser("throughput", __doc__.splitlines()[0], default_seeds=256)
     args = p.parse_args(argv)
     results = run_benchmark(args.quick, args.seed)
-    print(table(results))
-    path = write_results(args.out, results)
-    plot(results, args.out / "ratios.png")
-    log(f"wrote {path} and {args.out / 'ratios.png'}")
+    finish(args.out, results, table(results), {"ratios.png": plot})
     return results
 
 

@@ -20,60 +20,36 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._common import (
-    Timer,
-    enable_float64,
-    environment,
-    log,
-    parser,
-    pyplot,
-    save_figure,
-    write_results,
-)
-from benchmarks.norm_scaling import gd_outcome, half_norm2
+from benchmarks._common import Timer, enable_float64, host_devices, log, parser, pyplot, save_figure
+from benchmarks._driver import finish, header, run_sweep
 from dynamics import (
     balanced_init,
+    half_squared_norm,
     he_uniform_init,
     orthogonal_data,
     signs_and_directions,
-    square_loss,
+    tangent_kernel,
 )
-from integrators import sweep
-from theory import saddle_jumps
+from integrators import RESULTS, gradient_descent, stable_gradient_descent
+from theory import min_norm_cost, saddle_jumps
 
 N = 32
 TOL = 1e-10
 
 
-def tangent_kernel_top(model, X):
-    """lambda_max of K = J J^T / n at `model` (J = d h(x_i) / d theta), in the data basis."""
-    V = model.W @ X.T
-    act = jax.nn.relu(V)
-    K = act.T @ act + jnp.diag((model.a**2) @ (V > 0))
-    return jnp.linalg.eigvalsh(K / X.shape[0])[-1]
-
-
-def stable_gd(model, X, y, kernel_top, max_steps, floor, halvings=16):
-    """GD at the largest step 2^-k / lambda_max(K(theta_0)), k >= 0, that is stable: the run
-    neither blows up (L > 10 L_0 or non-finite, where it stops at once) nor ends above L_0.
-    Returns `gd_outcome` of that run, plus `eta`."""
-    eta0 = 1.0 / kernel_top
-    loss0 = square_loss(model, X, y)
-
-    def attempt(k):
-        eta = eta0 * 0.5**k
-        out = gd_outcome(model, X, y, eta, TOL, max_steps, floor, 10 * loss0)
-        return out | {"eta": eta}
-
-    def unstable(out):
-        return out["diverged"] | ~(out["final_loss"] < loss0)
-
-    _, out = jax.lax.while_loop(
-        lambda c: (c[0] < halvings) & unstable(c[1]),
-        lambda c: (c[0] + 1, attempt(c[0] + 1)),
-        (jnp.zeros((), int), attempt(0)),
-    )
-    return out
+def _outcome(sol, X, y) -> dict:
+    """What a table row needs from one GD run."""
+    r = sol.model.predict(X) - y
+    return {
+        "epochs": sol.stats["num_steps"],
+        "converged": sol.ok,
+        "diverged": sol.result == RESULTS.diverged,
+        "final_loss": sol.final_loss,
+        "norm": half_squared_norm(sol.model),
+        "unfit": jnp.sum(jnp.abs(r) > 1e-4),
+        "min_norm_cost": min_norm_cost(y),
+        "eta": sol.learning_rate,
+    }
 
 
 def make(key, init, width, eta, paper_eta, paper_steps, max_steps):
@@ -85,23 +61,31 @@ def make(key, init, width, eta, paper_eta, paper_steps, max_steps):
         model = he_uniform_init(width, N, key=kw, dtype=jnp.float64)
     # the eigenvalue is computed here, not in `run`: `make` runs unsharded, and LAPACK calls
     # in a sharded program with a long loop were seen to deadlock on XLA:CPU (integrators.sweep)
-    return X, y, model, tangent_kernel_top(model, X)
+    return X, y, model, jnp.linalg.eigvalsh(tangent_kernel(model, X))[-1]
 
 
 def run(instance, init, width, eta, paper_eta, paper_steps, max_steps):
-    X, y, model, kernel_top = instance
-    out = {"initial_norm": half_norm2(model)}
+    X, y, model, kernel_max = instance
+    out = {"initial_norm": half_squared_norm(model)}
+    gd = dict(num_checkpoints=60)
     if init == "small":
         pred = saddle_jumps(y, *signs_and_directions(model, X))
-        out |= gd_outcome(model, X, y, eta, TOL, max_steps, pred.final_loss)
+        sol = gradient_descent(
+            X, y, model, learning_rate=eta, tol=pred.final_loss + TOL, max_steps=max_steps, **gd
+        )
+        out |= _outcome(sol, X, y)
         out["uncovered"] = jnp.sum(pred.uncovered)
-        out["eta"] = eta
         return out
     dead = ~jnp.any(model.W @ X.T > 0, axis=0)
     floor = 0.5 * jnp.sum(jnp.where(dead, y * y, 0.0)) / N
-    paper = gd_outcome(model, X, y, paper_eta, TOL, paper_steps, floor)
-    out |= {f"paper_{k}": v for k, v in paper.items()}
-    out |= stable_gd(model, X, y, kernel_top, max_steps, floor)
+    paper = gradient_descent(
+        X, y, model, learning_rate=paper_eta, tol=floor + TOL, max_steps=paper_steps, **gd
+    )
+    out |= {f"paper_{k}": v for k, v in _outcome(paper, X, y).items()}
+    stable = stable_gradient_descent(
+        X, y, model, kernel_max=kernel_max, tol=floor + TOL, max_steps=max_steps, **gd
+    )
+    out |= _outcome(stable, X, y)
     out["uncovered"] = jnp.sum(dead)
     return out
 
@@ -148,7 +132,7 @@ def summarize(init, m, o, paper_eta) -> dict:
     return r
 
 
-def run_table(
+def run_benchmark(
     widths=(10, 32, 100, 500, 1000),
     seeds=10,
     seed=0,
@@ -173,7 +157,7 @@ def run_table(
         for init in ("small", "he")
         for m in widths
     ]
-    result = sweep(
+    result, record = run_sweep(
         run,
         make=make,
         seeds=seeds,
@@ -188,27 +172,25 @@ def run_table(
     for point, o, wall in zip(grid, result.outputs, result.point_seconds, strict=True):
         rows.append(summarize(point["init"], point["width"], o, paper_eta))
         rows[-1]["wall_seconds"] = wall
+    config = {
+        "n": N,
+        "d": N,
+        "widths": list(widths),
+        "small_init": "balanced, alpha = 1e-30 / sqrt(m)",
+        "he_init": "W ~ U(-1/sqrt(d), 1/sqrt(d)), a ~ U(-1/sqrt(m), 1/sqrt(m))",
+        "eta_small": eta,
+        "paper_eta_he": paper_eta,
+        "paper_eta_step_cap": paper_steps,
+        "max_steps": max_steps,
+        "tol": TOL,
+        "seeds": seeds,
+        "loss": "L = 1/(2n) sum (h - y)^2",
+    }
     return {
-        "benchmark": "width_ablation",
-        "config": {
-            "n": N,
-            "d": N,
-            "widths": list(widths),
-            "small_init": "balanced, alpha = 1e-30 / sqrt(m)",
-            "he_init": "W ~ U(-1/sqrt(d), 1/sqrt(d)), a ~ U(-1/sqrt(m), 1/sqrt(m))",
-            "eta_small": eta,
-            "paper_eta_he": paper_eta,
-            "paper_eta_step_cap": paper_steps,
-            "max_steps": max_steps,
-            "tol": TOL,
-            "seeds": seeds,
-            "base_seed": seed,
-            "loss": "L = 1/(2n) sum (h - y)^2",
-        },
-        "environment": environment(),
+        **header("width_ablation", config, seed),
         "wall_seconds": timer(),
+        **record,
         "rows": rows,
-        "failed_chunks": result.failed,
     }
 
 
@@ -265,19 +247,17 @@ def plot(results: dict, path) -> None:
 
 
 def main(argv=None) -> dict:
+    host_devices()
     p = parser("width_ablation", __doc__.splitlines()[0], default_seeds=10)
     p.add_argument("--widths", type=int, nargs="+", default=[10, 32, 100, 500, 1000])
     p.add_argument("--paper-steps", type=int, default=1_000_000, help="cap for He at eta=1e-3")
     args = p.parse_args(argv)
     if args.quick:
         args.widths, args.seeds, args.paper_steps = [10, 64], 2, 20_000
-    results = run_table(
+    results = run_benchmark(
         tuple(args.widths), args.seeds, args.seed, paper_steps=args.paper_steps, out=args.out
     )
-    print(table(results))
-    path = write_results(args.out, results)
-    plot(results, args.out / "widths.png")
-    log(f"wrote {path} and {args.out / 'widths.png'}")
+    finish(args.out, results, table(results), {"widths.png": plot})
     return results
 
 

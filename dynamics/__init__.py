@@ -2,6 +2,7 @@
 
 from ._data import orthogonal_data as orthogonal_data
 from ._leaky import (
+    MARGIN_LOSSES as MARGIN_LOSSES,
     LeakyReLUNet as LeakyReLUNet,
     fixed_second_layer as fixed_second_layer,
     leaky_relu as leaky_relu,
@@ -9,20 +10,27 @@ from ._leaky import (
     margin_loss as margin_loss,
     small_leaky_init as small_leaky_init,
 )
-from ._mixture import gaussian_mixture as gaussian_mixture
+from ._mixture import (
+    gaussian_mixture as gaussian_mixture,
+    sampled_test_error as sampled_test_error,
+)
 from ._model import (
     TwoLayerReLU as TwoLayerReLU,
     balanced_init as balanced_init,
+    half_squared_norm as half_squared_norm,
     he_uniform_init as he_uniform_init,
     signs_and_directions as signs_and_directions,
     square_loss as square_loss,
+    tangent_kernel as tangent_kernel,
 )
 from ._multi_index import (
+    LossDecomposition as LossDecomposition,
     MeanFieldNet as MeanFieldNet,
     MultiIndexTarget as MultiIndexTarget,
-    dual_kernel as dual_kernel,
-    kernel_truncation_error as kernel_truncation_error,
+    Observables as Observables,
+    loss_decomposition as loss_decomposition,
     mean_field_init as mean_field_init,
+    observables as observables,
     population_distance as population_distance,
     population_loss as population_loss,
     sample_loss as sample_loss,

@@ -22,10 +22,9 @@ def orthogonal_data(
 
     **Returns:** `(X, y)` with `X` of shape (n, d) and `y` of shape (n,).
 
-    ```python
-    X, y = orthogonal_data(32, key=jax.random.PRNGKey(0))
-    assert jnp.allclose(X @ X.T, jnp.eye(32), atol=1e-10)
-    ```
+    >>> X, y = orthogonal_data(32, key=jax.random.PRNGKey(0), dtype=jnp.float64)
+    >>> bool(jnp.allclose(X @ X.T, jnp.eye(32), atol=1e-12)), y.shape
+    (True, (32,))
     """
     d = n if d is None else d
     if not isinstance(n, int) or n < 1:

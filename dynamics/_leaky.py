@@ -5,20 +5,17 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from theory._margin import check_gamma
+from theory.checks import check_gamma, check_shape
 
-from ._checks import check_shape, check_value
-
-LOSSES = ("exponential", "logistic")
-
-
-def check_labels(y):
-    """Labels must be +-1 (`ValueError`; `eqx.error_if` under `jit`)."""
-    return check_value(y, jnp.all(jnp.abs(y) == 1), "labels `y` must take values in {-1, +1}")
+MARGIN_LOSSES = ("exponential", "logistic")
 
 
 def leaky_relu(z, gamma):
-    """phi(z) = max(z, gamma z), gamma in (0, 1)."""
+    """phi(z) = max(z, gamma z), gamma in (0, 1).
+
+    >>> leaky_relu(jnp.array([-2.0, 3.0]), 0.5).tolist()
+    [-1.0, 3.0]
+    """
     return jnp.maximum(z, gamma * z)
 
 
@@ -27,6 +24,10 @@ class LeakyReLUNet(eqx.Module):
 
     `a` (m,) is fixed (`fixed_second_layer`: +1/sqrt(m) for the first half of the neurons,
     -1/sqrt(m) for the rest); only `W` (m, d) is trained. `__call__` takes one x (d,).
+
+    >>> net = LeakyReLUNet(jnp.array([[1.0, 0.0], [0.0, 1.0]]), jnp.array([1.0, -1.0]), 0.1)
+    >>> net.predict(jnp.array([[2.0, -1.0]])).tolist()
+    [2.1]
     """
 
     W: Float[Array, "m d"]
@@ -49,7 +50,11 @@ class LeakyReLUNet(eqx.Module):
 
 
 def fixed_second_layer(m: int, dtype=None) -> Float[Array, " m"]:
-    """a_j = +1/sqrt(m) for j < ceil(m/2), -1/sqrt(m) for the others."""
+    """a_j = +1/sqrt(m) for j < ceil(m/2), -1/sqrt(m) for the others.
+
+    >>> fixed_second_layer(4).tolist()
+    [0.5, 0.5, -0.5, -0.5]
+    """
     if not isinstance(m, int) or m < 2:
         raise ValueError(f"`m` must be an integer >= 2 (both signs), got {m!r}")
     dtype = jnp.zeros(()).dtype if dtype is None else dtype
@@ -61,7 +66,12 @@ def small_leaky_init(
     m: int, d: int, gamma: float, *, scale, key: PRNGKeyArray, dtype=None
 ) -> LeakyReLUNet:
     """w_j ~ N(0, scale^2 I_d / d) with the fixed second layer; `scale` much smaller than the
-    step size activates every neuron after the first GD step in the strong-signal case."""
+    step size activates every neuron after the first GD step in the strong-signal case.
+
+    >>> net = small_leaky_init(10, 400, 0.1, scale=1e-10, key=jax.random.PRNGKey(0))
+    >>> net.W.shape, net.gamma
+    ((10, 400), 0.1)
+    """
     dtype = jnp.zeros(()).dtype if dtype is None else dtype
     W = scale * jax.random.normal(key, (m, d), dtype) / jnp.sqrt(d)
     return LeakyReLUNet(W, fixed_second_layer(m, dtype), gamma)
@@ -71,16 +81,26 @@ def margin_loss(margins: Float[Array, " n"], loss: str = "exponential") -> Float
     """(1/n) sum_i l(y_i f(x_i)) with l(u) = exp(-u) or log(1 + exp(-u)), overflow-safe.
 
     The exponential loss is exp(logsumexp(-u) - log n): finite for margins of any sign and
-    size (it is +inf only where the true value overflows float64, u < -709 - log n)."""
+    size (it is +inf only where the true value overflows float64, u < -709 - log n).
+
+    >>> float(margin_loss(jnp.array([0.0, 0.0])))
+    1.0
+    >>> float(margin_loss(jnp.array([-800.0, 1.0])))  # exp(800) / 2 overflows float64
+    inf
+    """
     if loss == "exponential":
         return jnp.exp(log_margin_loss(margins))
     if loss == "logistic":
         return jnp.mean(jnp.logaddexp(0.0, -margins))
-    raise ValueError(f"`loss` must be one of {LOSSES}, got {loss!r}")
+    raise ValueError(f"`loss` must be one of {MARGIN_LOSSES}, got {loss!r}")
 
 
 def log_margin_loss(margins: Float[Array, " n"], loss: str = "exponential") -> Float[Array, ""]:
-    """log L, computed without forming L: logsumexp(-u) - log n for the exponential loss."""
+    """log L, computed without forming L: logsumexp(-u) - log n for the exponential loss.
+
+    >>> float(log_margin_loss(jnp.array([1000.0, 1000.0])))  # L = exp(-1000) underflows
+    -1000.0
+    """
     n = margins.shape[0]
     if loss == "exponential":
         return jax.nn.logsumexp(-margins) - jnp.log(n)
@@ -89,4 +109,4 @@ def log_margin_loss(margins: Float[Array, " n"], loss: str = "exponential") -> F
         # = -u + log1p(exp(u)) for u < 0 and log1p(exp(-u)) for u >= 0 (no underflow to -inf)
         sp = jnp.where(margins > 30, -margins, jnp.log(jnp.logaddexp(0.0, -margins)))
         return jax.nn.logsumexp(sp) - jnp.log(n)
-    raise ValueError(f"`loss` must be one of {LOSSES}, got {loss!r}")
+    raise ValueError(f"`loss` must be one of {MARGIN_LOSSES}, got {loss!r}")

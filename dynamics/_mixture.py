@@ -43,9 +43,9 @@ def gaussian_mixture(
 
     **Returns:** `(X, y, mu, clean_y)` with `X` (n, d), labels (n,) in {-1, +1} and `mu` (d,).
 
-    ```python
-    X, y, mu, _ = gaussian_mixture(20, 400, signal=10.0, key=jax.random.PRNGKey(0))
-    ```
+    >>> X, y, mu, clean = gaussian_mixture(20, 400, signal=10.0, key=jax.random.PRNGKey(0))
+    >>> X.shape, float(mu[0]), bool(jnp.all(y == clean))
+    ((20, 400), 10.0, True)
     """
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"`n` must be a positive integer, got {n!r}")
@@ -65,3 +65,47 @@ def gaussian_mixture(
     flip = jax.random.bernoulli(kf, label_noise, (n,))
     y = jnp.where(flip, -clean, clean)
     return X, y, mu, clean
+
+
+def sampled_test_error(
+    model,
+    *,
+    key: PRNGKeyArray,
+    signal,
+    num_batches: int = 10,
+    batch_size: int = 2000,
+    noise: str = "gaussian",
+    noise_scale=1.0,
+    dof: float = 4.5,
+    label_noise=0.0,
+) -> Float[Array, ""]:
+    """Monte Carlo test error P(y f(x) <= 0) of `model` (anything with `predict(X)`) on
+    `num_batches` x `batch_size` fresh samples of the mixture `gaussian_mixture` draws (same
+    `signal`, noise and label noise; d from the model's first layer). Its standard error is
+    sqrt(p (1 - p) / N) for N = num_batches x batch_size. Batched with `lax.scan`, so memory
+    stays at one batch.
+
+    >>> from dynamics import LeakyReLUNet
+    >>> net = LeakyReLUNet(jnp.zeros((2, 5)).at[0, 0].set(1.0), jnp.array([1.0, -1.0]), 0.1)
+    >>> err = sampled_test_error(net, key=jax.random.PRNGKey(0), signal=3.0)
+    >>> bool(0.0 < err < 0.01)  # Phi(-3) = 0.00135
+    True
+    """
+    d = model.W.shape[-1]
+
+    def batch(count, k):
+        X, y, _, _ = gaussian_mixture(
+            batch_size,
+            d,
+            signal=signal,
+            key=k,
+            noise=noise,
+            noise_scale=noise_scale,
+            dof=dof,
+            label_noise=label_noise,
+            dtype=model.W.dtype,
+        )
+        return count + jnp.sum(y * model.predict(X) <= 0, dtype=count.dtype), None
+
+    wrong, _ = jax.lax.scan(batch, jnp.zeros((), jnp.int32), jax.random.split(key, num_batches))
+    return wrong / (num_batches * batch_size)

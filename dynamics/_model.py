@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._checks import check_alpha, check_orthonormal_rows, check_shape
+from theory.checks import check_alpha, check_orthonormal_rows, check_shape
 
 
 class TwoLayerReLU(eqx.Module):
@@ -16,10 +16,9 @@ class TwoLayerReLU(eqx.Module):
     with trainable second layer `a` (m,) and first layer `W` (m, d). `__call__` takes one input
     x (d,); batch with `jax.vmap` or use `predict`.
 
-    ```python
-    model = balanced_init(45, 32, 1e-30, key=jax.random.PRNGKey(0))
-    h = model.predict(X)  # (n,)
-    ```
+    >>> model = TwoLayerReLU(jnp.array([1.0, -1.0]), jnp.array([[1.0, 0.0], [0.0, 1.0]]))
+    >>> model.predict(jnp.array([[2.0, 1.0], [-1.0, 3.0]])).tolist()
+    [1.0, -3.0]
     """
 
     a: Float[Array, " m"]
@@ -33,6 +32,7 @@ class TwoLayerReLU(eqx.Module):
 
     @property
     def width(self) -> int:
+        """The number of neurons m."""
         return self.a.shape[-1]
 
     def __call__(self, x: Float[Array, " d"]) -> Float[Array, ""]:
@@ -51,10 +51,9 @@ def balanced_init(m: int, d: int, alpha, *, key: PRNGKeyArray, dtype=None) -> Tw
     `alpha` must lie in (0, 1) and alpha**2 must not underflow `dtype` (alpha = 1e-30 needs
     float64): a `ValueError` says so.
 
-    ```python
-    jax.config.update("jax_enable_x64", True)
-    model = balanced_init(45, 32, 1e-30, key=jax.random.PRNGKey(0), dtype=jnp.float64)
-    ```
+    >>> model = balanced_init(45, 32, 1e-30, key=jax.random.PRNGKey(0), dtype=jnp.float64)
+    >>> bool(jnp.allclose(jnp.abs(model.a), 1e-30)), model.W.shape
+    (True, (45, 32))
     """
     dtype = jnp.zeros(()).dtype if dtype is None else dtype
     check_alpha(alpha, dtype)
@@ -70,6 +69,10 @@ def he_uniform_init(m: int, d: int, *, key: PRNGKeyArray, dtype=None) -> TwoLaye
     """PyTorch's `nn.Linear` default initialization (Kaiming-uniform with a = sqrt(5)):
 
     W_jk ~ U(-1/sqrt(d), 1/sqrt(d)),   a_j ~ U(-1/sqrt(m), 1/sqrt(m)).
+
+    >>> model = he_uniform_init(10, 4, key=jax.random.PRNGKey(0))
+    >>> bool(jnp.all(jnp.abs(model.W) <= 0.5))
+    True
     """
     dtype = jnp.zeros(()).dtype if dtype is None else dtype
     ka, kw = jax.random.split(key)
@@ -82,7 +85,13 @@ def he_uniform_init(m: int, d: int, *, key: PRNGKeyArray, dtype=None) -> TwoLaye
 def square_loss(
     model: TwoLayerReLU, X: Float[Array, "n d"], y: Float[Array, " n"]
 ) -> Float[Array, ""]:
-    """L(theta) = 1/(2n) sum_i (h(x_i) - y_i)^2."""
+    """L(theta) = 1/(2n) sum_i (h(x_i) - y_i)^2.
+
+    >>> model = TwoLayerReLU(jnp.array([1.0]), jnp.array([[1.0, 0.0]]))
+    >>> float(square_loss(model, jnp.eye(2), jnp.array([1.0, 2.0])))
+    1.0
+    """
+    check_shape("y", y, (jnp.shape(X)[0],))
     r = model.predict(X) - y
     return 0.5 * jnp.mean(r * r)
 
@@ -94,6 +103,11 @@ def signs_and_directions(
 
     Returns `signs` s_j = sign(a_j) (m,) and `directions[j, i] = <u_j, x_i>` (m, n) with
     u_j = w_j / ||w_j||. The rows of `X` must be orthonormal (`ValueError` otherwise).
+
+    >>> model = TwoLayerReLU(jnp.array([-2.0]), jnp.array([[3.0, -4.0]]))
+    >>> signs, directions = signs_and_directions(model, jnp.eye(2))
+    >>> signs.tolist(), directions.tolist()
+    ([-1.0], [[0.6, -0.8]])
     """
     check_shape("X", X, (None, model.W.shape[1]))
     X = check_orthonormal_rows("X", X)
@@ -101,3 +115,32 @@ def signs_and_directions(
     scale = jnp.max(jnp.abs(W), axis=1, keepdims=True)  # avoids underflow of ||w||^2
     u = (W / scale) / jnp.linalg.norm(W / scale, axis=1, keepdims=True)
     return jnp.sign(model.a), u @ X.T
+
+
+def tangent_kernel(model: TwoLayerReLU, X: Float[Array, "n d"]) -> Float[Array, "n n"]:
+    """The tangent kernel K = J J^T / n of the square loss at `model` (J_i = d h(x_i)/d theta):
+
+        K_ii' = (1/n) sum_j [relu(v_ji) relu(v_ji') + a_j^2 1[v_ji > 0] 1[v_ji' > 0] <x_i, x_i'>],
+
+    v_ji = <w_j, x_i>. Gradient descent on L is stable for steps below 2 / lambda_max(K).
+
+    >>> model = TwoLayerReLU(jnp.array([1.0]), jnp.array([[1.0, 0.0]]))
+    >>> tangent_kernel(model, jnp.eye(2)).tolist()
+    [[1.0, 0.0], [0.0, 0.0]]
+    """
+    check_shape("X", X, (None, model.W.shape[1]))
+    V = model.W @ X.T
+    act, mask = jax.nn.relu(V), (V > 0).astype(V.dtype)
+    K = act.T @ act + ((model.a**2)[:, None] * mask).T @ mask * (X @ X.T)
+    return K / X.shape[0]
+
+
+def half_squared_norm(model) -> Float[Array, ""]:
+    """1/2 ||theta||^2: half the sum of squares of every inexact array of any Equinox model
+    (for `TwoLayerReLU`, 1/2 (||a||^2 + ||W||_F^2), the cost Algorithm 1 predicts).
+
+    >>> float(half_squared_norm(TwoLayerReLU(jnp.array([1.0]), jnp.array([[1.0, 1.0]]))))
+    1.5
+    """
+    leaves = jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))
+    return 0.5 * sum(jnp.sum(leaf * leaf) for leaf in leaves)

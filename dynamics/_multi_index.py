@@ -3,8 +3,8 @@
 Target f*(x) = sum_{j<=r} sigma(<w*_j, x>) with orthonormal w*_j; network
 f_W(x) = (1/m) sum_i ||w_i||^2 sigma(<w_i / ||w_i||, x>); inputs x ~ N(0, I_d); loss
 L = 1/2 E (f_W - f*)^2 (population, in closed form) or its mean over n samples. sigma is
-`theory.activation(name)`: |z| by default, or the even part of ReLU, GeLU, Swish (what the
-paper's symmetric initialization makes the network see; see `theory._hermite`).
+`theory.activation_function(activation)`: |z| by default, or the even part of ReLU, GeLU, Swish (what the
+paper's symmetric initialization makes the network see; see `theory.activation_function`).
 
 **Population loss.** With k(rho) = E sigma(u.x) sigma(v.x) for unit u, v, rho = <u, v>,
 
@@ -16,59 +16,25 @@ n_i = ||w_i||^2. For |z| the arc-cosine kernel k(rho) = (2/pi)(sqrt(1 - rho^2) +
 kernel carries that derivative explicitly (`jax.custom_jvp`), so gradients stay finite when a
 neuron aligns exactly with a target direction or another neuron. For GeLU and Swish,
 k(rho) = sum_{k <= K} c_k^2 rho^k with K = 40, truncation error <= E sigma^2 - sum_{k<=K} c_k^2
-for |rho| <= 1 (`kernel_truncation_error`).
+for |rho| <= 1 (`theory.kernel_truncation_error`).
 """
-
-import math
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from theory import activation, hermite_coefficients, second_moment
-from theory._hermite import check_activation
-
-from ._checks import check_shape, check_value
-
-SERIES_DEGREE = 40
-
-
-@jax.custom_jvp
-def arccos_kernel(rho):
-    """(2/pi)(sqrt(1 - rho^2) + rho arcsin rho) = E|u.x||v.x| for unit u, v with <u, v> = rho."""
-    rho = jnp.clip(rho, -1.0, 1.0)
-    return (2.0 / math.pi) * (jnp.sqrt(1.0 - rho * rho) + rho * jnp.arcsin(rho))
-
-
-@arccos_kernel.defjvp
-def _arccos_kernel_jvp(primals, tangents):
-    (rho,), (drho,) = primals, tangents
-    slope = (2.0 / math.pi) * jnp.arcsin(jnp.clip(rho, -1.0, 1.0))
-    return arccos_kernel(rho), slope * drho
-
-
-def dual_kernel(name: str):
-    """k(rho) = E sigma(u.x) sigma(v.x) for unit u, v at <u, v> = rho, for `activation(name)`."""
-    check_activation(name)
-    if name == "abs":
-        return arccos_kernel
-    if name == "relu":
-        return lambda rho: 0.25 * arccos_kernel(rho)
-    c2 = hermite_coefficients(name, SERIES_DEGREE) ** 2
-    return lambda rho: jnp.polyval(c2[::-1], rho)
-
-
-def kernel_truncation_error(name: str) -> Float[Array, ""]:
-    """Bound on |k(rho) - series| for |rho| <= 1: the Hermite energy above degree 40 (0 for
-    the closed-form kernels)."""
-    if name in ("abs", "relu"):
-        return jnp.zeros(())
-    return second_moment(name) - jnp.sum(hermite_coefficients(name, SERIES_DEGREE) ** 2)
+from theory import activation_function, dual_kernel
+from theory.checks import check_activation, check_shape, check_value
 
 
 class MultiIndexTarget(eqx.Module):
-    """f*(x) = sum_{j<=r} sigma(<w*_j, x>): `directions` (r, d) with orthonormal rows."""
+    """f*(x) = sum_{j<=r} sigma(<w*_j, x>): `directions` (r, d) with orthonormal rows.
+
+    >>> target = MultiIndexTarget(jnp.eye(2, 3))
+    >>> target.predict(jnp.array([[1.0, -2.0, 5.0]])).tolist(), target.rank
+    ([3.0], 2)
+    """
 
     directions: Float[Array, "r d"]
     activation: str = eqx.field(static=True)
@@ -89,17 +55,23 @@ class MultiIndexTarget(eqx.Module):
 
     @property
     def rank(self) -> int:
+        """The number r of target directions."""
         return self.directions.shape[0]
 
     def __call__(self, x: Float[Array, " d"]) -> Float[Array, ""]:
-        return jnp.sum(activation(self.activation)(self.directions @ x))
+        return jnp.sum(activation_function(self.activation)(self.directions @ x))
 
     def predict(self, X: Float[Array, "n d"]) -> Float[Array, " n"]:
-        return jnp.sum(activation(self.activation)(X @ self.directions.T), axis=1)
+        """f*(x_i) for every row of `X`."""
+        return jnp.sum(activation_function(self.activation)(X @ self.directions.T), axis=1)
 
 
 def standard_target(r: int, d: int, activation: str = "abs", dtype=None) -> MultiIndexTarget:
-    """The target with w*_j = e_j, j <= r."""
+    """The target with w*_j = e_j, j <= r.
+
+    >>> standard_target(2, 5).directions.shape
+    (2, 5)
+    """
     if not isinstance(r, int) or not isinstance(d, int) or not 1 <= r <= d:
         raise ValueError(f"need integers 1 <= r <= d, got r = {r!r}, d = {d!r}")
     dtype = jnp.zeros(()).dtype if dtype is None else dtype
@@ -107,7 +79,12 @@ def standard_target(r: int, d: int, activation: str = "abs", dtype=None) -> Mult
 
 
 class MeanFieldNet(eqx.Module):
-    """f_W(x) = (1/m) sum_i ||w_i||^2 sigma(<w_i / ||w_i||, x>), W (m, d), two-homogeneous."""
+    """f_W(x) = (1/m) sum_i ||w_i||^2 sigma(<w_i / ||w_i||, x>), W (m, d), two-homogeneous.
+
+    >>> net = MeanFieldNet(jnp.array([[2.0, 0.0], [0.0, 1.0]]))
+    >>> net.predict(jnp.array([[1.0, -1.0]])).tolist()  # (4 |1| + 1 |-1|) / 2
+    [2.5]
+    """
 
     W: Float[Array, "m d"]
     activation: str = eqx.field(static=True)
@@ -118,19 +95,32 @@ class MeanFieldNet(eqx.Module):
         check_shape("W", W, (None, None))
         self.W, self.activation = W, activation
 
+    @property
+    def width(self) -> int:
+        """The number of neurons m."""
+        return self.W.shape[0]
+
     def __call__(self, x: Float[Array, " d"]) -> Float[Array, ""]:
         return self.predict(x[None, :])[0]
 
     def predict(self, X: Float[Array, "n d"]) -> Float[Array, " n"]:
+        """f_W(x_i) for every row of `X`."""
         norms = jnp.linalg.norm(self.W, axis=1)
         pre = (X @ self.W.T) / norms
-        return activation(self.activation)(pre) @ (norms**2) / self.W.shape[0]
+        return activation_function(self.activation)(pre) @ (norms**2) / self.W.shape[0]
 
 
-def mean_field_init(m: int, d: int, *, key: PRNGKeyArray, dtype=None) -> Float[Array, "m d"]:
-    """w_i ~ N(0, I_d / d): the standard initialization, ||w_i|| ~ 1."""
+def mean_field_init(
+    m: int, d: int, *, key: PRNGKeyArray, activation: str = "abs", dtype=None
+) -> MeanFieldNet:
+    """w_i ~ N(0, I_d / d): the standard initialization, ||w_i|| ~ 1.
+
+    >>> net = mean_field_init(250, 100, key=jax.random.PRNGKey(0))
+    >>> net.W.shape, net.activation
+    ((250, 100), 'abs')
+    """
     dtype = jnp.zeros(()).dtype if dtype is None else dtype
-    return jax.random.normal(key, (m, d), dtype) / jnp.sqrt(d)
+    return MeanFieldNet(jax.random.normal(key, (m, d), dtype) / jnp.sqrt(d), activation)
 
 
 def _cross(A, B, k):
@@ -140,9 +130,18 @@ def _cross(A, B, k):
     return na @ k(rho) @ nb / (A.shape[0] * B.shape[0])
 
 
-def population_loss(W: Float[Array, "m d"], target: MultiIndexTarget) -> Float[Array, ""]:
-    """L(W) = 1/2 E_{x ~ N(0, I)} (f_W(x) - f*(x))^2 in closed form (module docstring)."""
-    check_shape("W", W, (None, target.directions.shape[1]))
+def population_loss(model: MeanFieldNet, target: MultiIndexTarget) -> Float[Array, ""]:
+    """L(W) = 1/2 E_{x ~ N(0, I)} (f_W(x) - f*(x))^2 in closed form (module docstring).
+
+    A net equal to the target has loss 0:
+
+    >>> target = standard_target(2, 3)
+    >>> round(float(population_loss(MeanFieldNet(jnp.sqrt(2.0) * jnp.eye(2, 3)), target)), 12)
+    0.0
+    """
+    W = model.W
+    check_shape("model.W", W, (None, target.directions.shape[1]))
+    _check_same_activation(model, target.activation)
     k = dual_kernel(target.activation)
     r = target.rank
     sq = jnp.sum(W * W, axis=1)
@@ -151,47 +150,98 @@ def population_loss(W: Float[Array, "m d"], target: MultiIndexTarget) -> Float[A
     return 0.5 * (_cross(W, W, k) - 2.0 * cross + const)
 
 
-def population_distance(
-    W1: Float[Array, "m1 d"], W2: Float[Array, "m2 d"], activation_name: str
-) -> Float[Array, ""]:
-    """1/2 E_{x ~ N(0, I)} (f_W1(x) - f_W2(x))^2 in closed form, for two mean-field nets."""
-    k = dual_kernel(activation_name)
+def _check_same_activation(model: MeanFieldNet, activation: str) -> None:
+    if model.activation != activation:
+        raise ValueError(
+            f"the net's activation must be the target's {activation!r}, got {model.activation!r}"
+        )
+
+
+def population_distance(model1: MeanFieldNet, model2: MeanFieldNet) -> Float[Array, ""]:
+    """1/2 E_{x ~ N(0, I)} (f_1(x) - f_2(x))^2 in closed form, for two mean-field nets.
+
+    >>> net = MeanFieldNet(jnp.eye(2))
+    >>> round(float(population_distance(net, MeanFieldNet(jnp.eye(2)[::-1]))), 12)
+    0.0
+    """
+    _check_same_activation(model2, model1.activation)
+    k = dual_kernel(model1.activation)
+    W1, W2 = model1.W, model2.W
     return 0.5 * (_cross(W1, W1, k) - 2.0 * _cross(W1, W2, k) + _cross(W2, W2, k))
 
 
-def symmetrize(
-    W: Float[Array, "m d"], r: int, *, key: PRNGKeyArray, num: int
-) -> Float[Array, "M d"]:
-    """Weights of f~_K(x) = (1/K) sum_k f_W(rho_k x) for K = `num` random elements rho_k of the
+def symmetrize(model: MeanFieldNet, r: int, *, key: PRNGKeyArray, num: int) -> MeanFieldNet:
+    """The net f~_K(x) = (1/K) sum_k f_W(rho_k x) for K = `num` random elements rho_k of the
     group of coordinate sign flips and permutations of the d - r irrelevant coordinates.
 
     f_W(rho x) is the net with weights rho^T w_i, so f~_K is the mean-field net of the K m rows
     (rho_k^T w_i) (same 1/(Km) normalization). The exact group average f~ is the orthogonal
     projection of f_W on the group-invariant functions; f* is invariant, hence
     L(f) = 1/2 E (f~ - f*)^2 + 1/2 E (f - f~)^2 exactly, and for f~_K up to a cross term
-    that vanishes as K grows.
+    that vanishes as K grows (`loss_decomposition`).
+
+    >>> net = symmetrize(mean_field_init(5, 4, key=jax.random.PRNGKey(0)), 2,
+    ...                  key=jax.random.PRNGKey(1), num=3)
+    >>> net.W.shape
+    (15, 4)
     """
+    W = model.W
     m, d = W.shape
     ks, kp = jax.random.split(key)
     signs = jax.random.rademacher(ks, (num, d), W.dtype)
     perms = jax.vmap(
         lambda k: jnp.concatenate([jnp.arange(r), r + jax.random.permutation(k, d - r)])
     )(jax.random.split(kp, num))
-    return jax.vmap(lambda s, p: (W * s[None, :])[:, p])(signs, perms).reshape(num * m, d)
+    rows = jax.vmap(lambda s, p: (W * s[None, :])[:, p])(signs, perms).reshape(num * m, d)
+    return MeanFieldNet(rows, model.activation)
+
+
+class LossDecomposition(eqx.Module):
+    """`loss` = L(f), `symmetric` = 1/2 E (f~_K - f*)^2 and `asymmetric` = 1/2 E (f - f~_K)^2;
+    `loss - symmetric - asymmetric` is the cross term, 0 in expectation as K grows."""
+
+    loss: Float[Array, ""]
+    symmetric: Float[Array, ""]
+    asymmetric: Float[Array, ""]
+
+
+def loss_decomposition(
+    model: MeanFieldNet, target: MultiIndexTarget, *, key: PRNGKeyArray, num: int
+) -> LossDecomposition:
+    """L(f) split into the loss of the symmetrized net f~_K (`symmetrize`, K = `num` group
+    elements) and the distance of f to it, all in closed form.
+
+    >>> target = standard_target(2, 6)
+    >>> net = mean_field_init(8, 6, key=jax.random.PRNGKey(0))
+    >>> dec = loss_decomposition(net, target, key=jax.random.PRNGKey(1), num=64)
+    >>> bool(abs(dec.loss - dec.symmetric - dec.asymmetric) < 0.05 * dec.loss)
+    True
+    """
+    sym = symmetrize(model, target.rank, key=key, num=num)
+    return LossDecomposition(
+        loss=population_loss(model, target),
+        symmetric=population_loss(sym, target),
+        asymmetric=population_distance(model, sym),
+    )
 
 
 def sample_loss(
-    W: Float[Array, "m d"],
+    model: MeanFieldNet,
     X: Float[Array, "n d"],
     y: Float[Array, " n"],
-    activation_name: str,
+    *,
     batch_size: int | None = None,
 ) -> Float[Array, ""]:
-    """1/(2n) sum_i (f_W(x_i) - y_i)^2, over batches of `batch_size` rows (n must divide)."""
+    """1/(2n) sum_i (f_W(x_i) - y_i)^2, over batches of `batch_size` rows (n must divide).
+
+    >>> net = MeanFieldNet(jnp.eye(2))
+    >>> float(sample_loss(net, jnp.eye(2), jnp.array([0.5, 0.5]), batch_size=1))
+    0.0
+    """
     n = X.shape[0]
-    net = MeanFieldNet(W, activation_name)
+    check_shape("y", y, (n,))
     if batch_size is None or batch_size >= n:
-        r = net.predict(X) - y
+        r = model.predict(X) - y
         return 0.5 * jnp.mean(r * r)
     if n % batch_size:
         raise ValueError(f"`batch_size` must divide n = {n}, got {batch_size}")
@@ -199,8 +249,43 @@ def sample_loss(
     yb = y.reshape(n // batch_size, batch_size)
 
     def chunk(total, xy):
-        r = net.predict(xy[0]) - xy[1]
+        r = model.predict(xy[0]) - xy[1]
         return total + jnp.sum(r * r), None
 
     total, _ = jax.lax.scan(chunk, jnp.zeros((), X.dtype), (Xb, yb))
     return 0.5 * total / n
+
+
+class Observables(eqx.Module):
+    """The staircase paper's observables of a mean-field net against a target: the mass
+    `alpha` alpha~ = (1/m) sum ||w_i||^2, `beta1` and `beta2` (mean squared coordinate over
+    the r relevant / d - r irrelevant directions) and per target direction the best neuron's
+    `alignment` max_i <w_i / ||w_i||, w*_k>^2 (r,)."""
+
+    alpha: Float[Array, ""]
+    beta1: Float[Array, ""]
+    beta2: Float[Array, ""]
+    alignment: Float[Array, " r"]
+
+
+def observables(model: MeanFieldNet, target: MultiIndexTarget) -> Observables:
+    """alpha~, beta_1, beta_2 and the per-direction alignment of `model` against `target`
+    (coordinates in the basis of the target's directions; the rest is irrelevant mass).
+
+    >>> obs = observables(MeanFieldNet(jnp.array([[2.0, 0.0, 0.0]])), standard_target(1, 3))
+    >>> float(obs.alpha), float(obs.beta1), float(obs.beta2), obs.alignment.tolist()
+    (4.0, 4.0, 0.0, [1.0])
+    """
+    W = model.W
+    r = target.rank
+    d = W.shape[1]
+    rel = W @ target.directions.T  # (m, r)
+    sq = jnp.sum(W * W, axis=1)
+    rel_mass = jnp.mean(jnp.sum(rel * rel, axis=1))
+    alpha = jnp.mean(sq)
+    return Observables(
+        alpha=alpha,
+        beta1=rel_mass / r,
+        beta2=(alpha - rel_mass) / (d - r) if d > r else jnp.zeros((), W.dtype),
+        alignment=jnp.max(rel * rel / sq[:, None], axis=0),
+    )

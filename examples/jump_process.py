@@ -9,7 +9,7 @@ import jax.numpy as jnp
 jax.config.update("jax_enable_x64", True)
 
 from dynamics import balanced_init, orthogonal_data, signs_and_directions  # noqa: E402
-from integrators import gradient_flow  # noqa: E402
+from integrators import orthogonal_flow  # noqa: E402
 from theory import coverage_width, crossing_times, saddle_jumps  # noqa: E402
 
 n, seeds, alpha = 16, 8, 1e-30
@@ -21,10 +21,9 @@ def one_seed(key):
     X, y = orthogonal_data(n, key=kx, dtype=jnp.float64)
     model = balanced_init(m, n, alpha, key=kw, dtype=jnp.float64)
     pred = saddle_jumps(y, *signs_and_directions(model, X))
-    t_last = jnp.max(jnp.where(jnp.isfinite(pred.times), pred.times, 0.0))
-    ts = jnp.linspace(0.0, 1.15 * t_last, 2000)
-    sol = gradient_flow(model, X, y, ts, time_scale=jnp.log(1 / alpha))
-    return pred, crossing_times(ts, sol.loss, pred), sol.num_steps
+    ts = jnp.linspace(0.0, pred.horizon(1.15), 2000)
+    sol = orthogonal_flow(X, y, model, ts, time_scale=jnp.log(1 / alpha))
+    return pred, crossing_times(ts, sol.loss, pred), sol.stats["num_steps"]
 
 
 pred, measured, steps = jax.jit(jax.vmap(one_seed))(jax.random.split(jax.random.PRNGKey(0), seeds))

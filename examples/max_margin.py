@@ -9,8 +9,8 @@ import jax.numpy as jnp
 jax.config.update("jax_enable_x64", True)
 
 from dynamics import gaussian_mixture, small_leaky_init  # noqa: E402
-from integrators import margin_gradient_descent, one_minus_cos  # noqa: E402
-from theory import max_margin, mixture_test_error, signal_regime  # noqa: E402
+from integrators import margin_gradient_descent  # noqa: E402
+from theory import max_margin, mixture_test_error, one_minus_cos, signal_regime  # noqa: E402
 
 n, d, m, gamma, signal = 20, 400, 10, 0.1, 15.0
 X, y, mu, _ = gaussian_mixture(n, d, signal=signal, key=jax.random.PRNGKey(0))
@@ -21,9 +21,9 @@ print(
     f"every neuron activated: {bool(mm.pattern_consistent)}"
 )
 eta = 1.0 / jnp.max(jnp.sum(X * X, axis=1))
-sol = margin_gradient_descent(net, X, y, learning_rate=eta, max_steps=10**5, normalized=True)
+sol = margin_gradient_descent(X, y, net, learning_rate=eta, max_steps=10**5, normalized=True)
 for step, omc in zip(
-    sol.steps[::10].tolist(), one_minus_cos(sol.W, mm.W)[::10].tolist(), strict=True
+    sol.steps[::10].tolist(), one_minus_cos(sol.trajectory.W, mm.W)[::10].tolist(), strict=True
 ):
     print(f"step {step:>6}: 1 - cos(W_t, W*) = {omc:.2e}")
 print(

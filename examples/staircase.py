@@ -14,13 +14,13 @@ from theory import hermite_energies  # noqa: E402
 
 d, r, m = 40, 8, 100
 target = standard_target(r, d)
-W0 = mean_field_init(m, d, key=jax.random.PRNGKey(0))
+net = mean_field_init(m, d, key=jax.random.PRNGKey(0))
 ts = jnp.geomspace(1e-3, 40.0, 9)
-sol = mean_field_flow(W0, target, ts, weight_decay=0.0)  # no weight decay: the loss goes to 0
+sol = mean_field_flow(target, net, ts, weight_decay=0.0)  # no weight decay: the loss goes to 0
 E = hermite_energies("abs", r)
 print(
-    f"predicted plateaus: 1/2 E_>=2 = {float(E['plateau_0']):.3f}, "
-    f"1/2 E_>=4 = {float(E['plateau_2']):.3f}"
+    f"predicted plateaus: 1/2 E_>=2 = {float(E.plateau_0):.3f}, "
+    f"1/2 E_>=4 = {float(E.plateau_2):.3f}"
 )
 for t, loss, b2 in zip(ts.tolist(), sol.loss.tolist(), sol.beta2.tolist(), strict=True):
     print(f"t = {t:8.3f}: loss {loss:.4f}, irrelevant mass beta_2 {b2:.2e}")

@@ -20,12 +20,12 @@ tau = 1000 * jnp.log(10.0)  # log(1/alpha)
 def one_seed(key):
     kx, kw = jax.random.split(key)
     X, y = orthogonal_data(n, key=kx, dtype=jnp.float64)
-    # only the signs and directions of a balanced init matter; its scale is log_inv_alpha
+    # only the signs and directions of a balanced init matter; its scale is the time scale
     signs, dirs = signs_and_directions(balanced_init(m, n, 0.5, key=kw, dtype=jnp.float64), X)
     pred = saddle_jumps(y, signs, dirs)
-    ts = jump_time_grid(pred, pred.horizon(1.3), tau, num=1000, window_points=128)
-    sol = vanishing_flow(signs, dirs, y, ts, log_inv_alpha=tau)
-    return pred, crossing_times(ts, sol.loss, pred), sol.cost[-1], sol.num_steps
+    ts = jump_time_grid(pred, pred.horizon(1.3), time_scale=tau, num=1000, window_points=128)
+    sol = vanishing_flow(y, signs, dirs, ts, time_scale=tau)
+    return pred, crossing_times(ts, sol.loss, pred), sol.cost[-1], sol.stats["num_steps"]
 
 
 keys = jax.random.split(jax.random.PRNGKey(0), seeds)

@@ -1,24 +1,29 @@
-"""How it moves in time: gradient flow (diffrax), gradient descent (optax), seed sweeps."""
+"""How it moves in time: gradient flows (diffrax), gradient descent (optax), seed sweeps.
+
+Every flow and descent returns a solution with `result` (a `theory.RESULTS` item, re-exported
+here as `RESULTS`), an `ok` property and a `stats` dict, and takes `throw=False`.
+"""
+
+from theory import RESULTS as RESULTS
 
 from ._flow import (
     FlowSolution as FlowSolution,
-    gradient_flow as gradient_flow,
+    orthogonal_flow as orthogonal_flow,
 )
 from ._gd import (
     GDSolution as GDSolution,
     checkpoint_steps as checkpoint_steps,
     gradient_descent as gradient_descent,
+    stable_gradient_descent as stable_gradient_descent,
 )
 from ._margin_gd import (
     MarginGDSolution as MarginGDSolution,
     margin_gradient_descent as margin_gradient_descent,
-    one_minus_cos as one_minus_cos,
 )
 from ._mean_field import (
     MeanFieldSolution as MeanFieldSolution,
     check_memory as check_memory,
     mean_field_flow as mean_field_flow,
-    observables as observables,
 )
 from ._sweep import (
     SweepConfigError as SweepConfigError,

@@ -1,4 +1,4 @@
-"""Gradient flow of the two-layer ReLU net on orthonormal data, with diffrax.
+"""Gradient flow of the two-layer ReLU net on orthonormal data, with diffrax (`orthogonal_flow`).
 
 The rescaled flow d theta/dt = -tau grad L(theta) (tau = log(1/alpha) for the saddle-to-saddle
 clock, tau = 1 for ordinary time) moves neurons whose sizes differ by a factor 1/alpha = 1e100:
@@ -29,10 +29,11 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Float
 
 from dynamics import TwoLayerReLU
-from dynamics._checks import check_orthonormal_rows, check_shape
+from theory import RESULTS, Solution
+from theory.checks import check_orthonormal_rows, check_shape, check_time_scale
 
 
 class ScaledState(eqx.Module):
@@ -108,13 +109,13 @@ def default_controller(rtol: float, atol: float) -> diffrax.PIDController:
     return diffrax.PIDController(rtol=rtol, atol=atol, pcoeff=0.4, icoeff=0.3)
 
 
-def succeeded(result: diffrax.RESULTS):
-    """True where a diffrax solve succeeded (a boolean array under `vmap`)."""
-    return result._value == diffrax.RESULTS.successful._value
+def solve_stats(sol: diffrax.Solution) -> dict:
+    """The `stats` of a flow's solution: diffrax's step counts."""
+    return {k: sol.stats[k] for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")}
 
 
-class FlowSolution(eqx.Module):
-    """Result of `gradient_flow`.
+class FlowSolution(Solution):
+    """Result of `orthogonal_flow`.
 
     - `ts` (T,): save times (rescaled clock); `loss` (T,): L at those times.
     - `trajectory`: the model at every save time (leading axis T) when `save_params=True`,
@@ -122,9 +123,10 @@ class FlowSolution(eqx.Module):
     - `model`: the parameters at the final time `ts[-1]`.
     - `log_scale` (T, m): kappa_j = log ||(a_j, live v_j)|| at the save times: the neuron
       sizes on a log scale, finite even where exp(kappa) underflows.
-    - `num_steps`, `num_accepted_steps`, `num_rejected_steps`: diffrax's solver statistics.
-    - `result`: diffrax's `RESULTS` item; `ok` is True where it is `successful`. After a failure
-      the remaining saved values are `inf` (diffrax's convention), never silent NaNs.
+    - `time_scale`: the tau it was integrated with.
+    - `stats`: diffrax's `num_steps`, `num_accepted_steps`, `num_rejected_steps`.
+    - `result`: a `theory.RESULTS` item; `ok` is True where it is `successful`. After a
+      failure the remaining saved values are `inf` (diffrax's convention), never silent NaNs.
     """
 
     ts: Float[Array, " T"]
@@ -132,21 +134,13 @@ class FlowSolution(eqx.Module):
     log_scale: Float[Array, "T m"]
     trajectory: TwoLayerReLU | None
     model: TwoLayerReLU
-    num_steps: Int[Array, ""]
-    num_accepted_steps: Int[Array, ""]
-    num_rejected_steps: Int[Array, ""]
-    result: diffrax.RESULTS
-
-    @property
-    def ok(self):
-        """True where the solve succeeded (works under `vmap`: a boolean array)."""
-        return succeeded(self.result)
+    time_scale: Float[Array, ""]
 
 
-def gradient_flow(
-    model: TwoLayerReLU,
+def orthogonal_flow(
     X: Float[Array, "n d"],
     y: Float[Array, " n"],
+    model: TwoLayerReLU,
     ts: Float[Array, " T"],
     *,
     time_scale=1.0,
@@ -156,6 +150,7 @@ def gradient_flow(
     save_params: bool = False,
     solver: diffrax.AbstractAdaptiveSolver | None = None,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+    throw: bool = False,
 ) -> FlowSolution:
     """Integrate d theta/dt = -tau grad L(theta), L = 1/(2n) sum_i (h(x_i) - y_i)^2, from t = 0.
 
@@ -168,14 +163,15 @@ def gradient_flow(
     `rtol`/`atol` with pcoeff = 0.4, icoeff = 0.3: after the jumps the fitted neurons make the
     step size stability-limited, where these damp the accept/reject oscillation). Pure and
     `jax.vmap`-able over models, data, `ts` and `time_scale` (an array, so a sweep over alpha
-    does not recompile). `ts` (T,) must be increasing, from t = 0 or later.
+    does not recompile). `ts` (T,) must be increasing, from t = 0 or later. `throw=True`
+    raises where the solve fails instead of returning `ok = False`.
 
-    ```python
-    alpha = 1e-30
-    model = balanced_init(45, 32, alpha, key=jax.random.PRNGKey(0), dtype=jnp.float64)
-    sol = gradient_flow(model, X, y, jnp.linspace(0, 20, 401), time_scale=jnp.log(1 / alpha))
-    assert sol.ok
-    ```
+    >>> X, y = jnp.eye(2), jnp.array([1.0, -1.0])
+    >>> model = TwoLayerReLU(jnp.array([1e-3, -1e-3]), 1e-3 * jnp.eye(2))
+    >>> tau = jnp.log(1e3)
+    >>> sol = orthogonal_flow(X, y, model, jnp.linspace(0.0, 3.0, 4), time_scale=tau)
+    >>> bool(sol.ok), bool(sol.loss[-1] < 1e-6)
+    (True, True)
     """
     n, d = X.shape
     check_shape("y", y, (n,))
@@ -184,9 +180,10 @@ def gradient_flow(
     X = check_orthonormal_rows("X", X)
     dtype = jnp.result_type(model.a.dtype, X.dtype)
     ts = jnp.asarray(ts, dtype)
+    tau = check_time_scale(time_scale, dtype)
     state0, v_frozen = _initial_state(model, X)
     w_perp = model.W - (model.W @ X.T) @ X
-    frame = _Frame(X, y, jnp.asarray(time_scale, dtype), v_frozen, w_perp)
+    frame = _Frame(X, y, tau, v_frozen, w_perp)
 
     def save(t, state, frame):
         params = _to_model(state, frame) if save_params else None
@@ -208,15 +205,14 @@ def gradient_flow(
         throw=False,
     )
     (loss, log_scale, trajectory), final = sol.ys
-    stats = sol.stats
-    return FlowSolution(
+    out = FlowSolution(
         ts=ts,
         loss=loss,
         log_scale=log_scale,
         trajectory=trajectory,
         model=_to_model(jax.tree_util.tree_map(lambda leaf: leaf[-1], final), frame),
-        num_steps=stats["num_steps"],
-        num_accepted_steps=stats["num_accepted_steps"],
-        num_rejected_steps=stats["num_rejected_steps"],
-        result=sol.result,
+        time_scale=tau,
+        result=RESULTS.promote(sol.result),
+        stats=solve_stats(sol),
     )
+    return out.raise_if_failed(throw)

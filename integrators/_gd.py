@@ -1,37 +1,44 @@
 """Full-batch gradient descent with optax, in one compiled loop, on orthonormal data."""
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jaxtyping import Array, Bool, Float, Int
+from jaxtyping import Array, Float, Int
 
-from dynamics import TwoLayerReLU
-from dynamics._checks import check_orthonormal_rows, check_representable, check_shape
+from dynamics import TwoLayerReLU, square_loss, tangent_kernel
+from theory import RESULTS, Solution
+from theory.checks import check_orthonormal_rows, check_representable, check_shape
 
 
-class GDSolution(eqx.Module):
-    """Result of `gradient_descent`.
+class GDSolution(Solution):
+    """Result of `gradient_descent` and `stable_gradient_descent`.
 
     - `steps` (C,): the log-spaced checkpoint step counts (static, the same for every seed).
-    - `loss` (C,): L after that many steps; once converged, the converged loss is repeated.
-    - `model`: the final parameters; `num_steps`: steps taken; `final_loss`: L at the end.
-    - `converged`: whether L fell to `tol` within `max_steps`.
-    - `diverged`: whether the run stopped because L became non-finite or exceeded `max_loss`.
+    - `loss` (C,): L after that many steps; once stopped, the last loss is repeated.
+    - `model`: the final parameters; `final_loss`: L at the end; `learning_rate`: the step.
+    - `result`: `RESULTS.successful` when L fell to `tol`; `RESULTS.diverged` when the run
+      stopped because L became non-finite or exceeded `max_loss`; `RESULTS.max_steps_reached`
+      when `max_steps` ran out first. `stats`: `{"num_steps": steps taken}`.
     """
 
     steps: Int[Array, " C"]
     loss: Float[Array, " C"]
     model: TwoLayerReLU
-    num_steps: Int[Array, ""]
     final_loss: Float[Array, ""]
-    converged: Bool[Array, ""]
-    diverged: Bool[Array, ""]
+    learning_rate: Float[Array, ""]
 
 
 def checkpoint_steps(max_steps: int, num_checkpoints: int) -> np.ndarray:
-    """Log-spaced, distinct step counts 1 <= k <= max_steps, ending at max_steps."""
+    """Log-spaced, distinct step counts 1 <= k <= max_steps, ending at max_steps.
+
+    >>> checkpoint_steps(1000, 4).tolist()
+    [1, 10, 100, 1000]
+    """
+    if not isinstance(max_steps, int | np.integer) or max_steps < 1:
+        raise ValueError(f"`max_steps` must be an integer >= 1, got {max_steps!r}")
+    if not isinstance(num_checkpoints, int | np.integer) or num_checkpoints < 1:
+        raise ValueError(f"`num_checkpoints` must be an integer >= 1, got {num_checkpoints!r}")
     grid = np.geomspace(1, max_steps, num_checkpoints)
     return np.unique(np.round(grid).astype(np.int64))
 
@@ -44,20 +51,21 @@ def _basis_loss(params, y):
 
 
 def gradient_descent(
-    model: TwoLayerReLU,
     X: Float[Array, "n d"],
     y: Float[Array, " n"],
+    model: TwoLayerReLU,
     *,
-    learning_rate=0.5,
+    learning_rate,
     tol: float = 1e-10,
     max_steps: int = 1_000_000,
     num_checkpoints: int = 100,
     max_loss=jnp.inf,
+    throw: bool = False,
 ) -> GDSolution:
     """theta_{k+1} = theta_k - eta grad L(theta_k) (`optax.sgd`) until L <= `tol` or `max_steps`.
 
     A run whose loss becomes non-finite or exceeds `max_loss` (an unstable step) stops there
-    and reports `diverged`, instead of spending the remaining steps.
+    with `result = RESULTS.diverged`, instead of spending the remaining steps.
 
     L = 1/(2n) sum_i (h(x_i) - y_i)^2 on inputs `X` with orthonormal rows (`ValueError`
     otherwise). Because the rows are orthonormal, GD is run exactly in the data basis
@@ -67,20 +75,22 @@ def gradient_descent(
     steps that stops early once converged. GD with step eta follows the gradient flow at
     ordinary time t = k eta, i.e. rescaled time k eta / log(1/alpha). Pure and `jax.vmap`-able
     over models and data; `learning_rate` may be an array, so an eta sweep does not recompile.
+    `throw=True` raises unless the run converged.
 
-    ```python
-    sol = jax.jit(lambda m: gradient_descent(m, X, y, learning_rate=0.5))(model)
-    sol.converged, sol.num_steps
-    ```
+    >>> X, y = jnp.eye(2), jnp.array([1.0, -1.0])
+    >>> model = TwoLayerReLU(jnp.array([0.1, -0.1]), 0.1 * jnp.eye(2))
+    >>> sol = gradient_descent(X, y, model, learning_rate=0.5)
+    >>> bool(sol.ok), bool(sol.final_loss <= 1e-10), int(sol.stats["num_steps"]) < 200
+    (True, True, True)
     """
     n, d = X.shape
     check_shape("y", y, (n,))
     check_shape("model.W", model.W, (None, d))
-    check_representable(model)
-    if max_steps < 1:
-        raise ValueError(f"`max_steps` must be >= 1, got {max_steps}")
+    check_representable(model.a, model.W)
+    targets = checkpoint_steps(max_steps, num_checkpoints)
     X = check_orthonormal_rows("X", X)
-    optimizer = optax.sgd(learning_rate)
+    eta = jnp.asarray(learning_rate, model.a.dtype)
+    optimizer = optax.sgd(eta)
     value_and_grad = jax.value_and_grad(_basis_loss)
 
     def body(carry):
@@ -100,14 +110,75 @@ def gradient_descent(
     params0 = (model.a, V0)
     loss0, grad0 = value_and_grad(params0, y)
     carry0 = (params0, optimizer.init(params0), jnp.zeros((), jnp.int32), loss0, grad0)
-    targets = checkpoint_steps(max_steps, num_checkpoints)
     ((a, V), _, step, loss, _), losses = jax.lax.scan(run_to, carry0, jnp.asarray(targets))
-    return GDSolution(
+    result = RESULTS.where(
+        loss <= tol,
+        RESULTS.successful,
+        RESULTS.where(loss <= max_loss, RESULTS.max_steps_reached, RESULTS.diverged),
+    )
+    out = GDSolution(
         steps=jnp.asarray(targets),
         loss=losses,
         model=TwoLayerReLU(a, model.W + (V - V0) @ X),
-        num_steps=step,
         final_loss=loss,
-        converged=loss <= tol,
-        diverged=~(loss <= max_loss),
+        learning_rate=eta,
+        result=result,
+        stats={"num_steps": step},
     )
+    return out.raise_if_failed(throw)
+
+
+def stable_gradient_descent(
+    X: Float[Array, "n d"],
+    y: Float[Array, " n"],
+    model: TwoLayerReLU,
+    *,
+    kernel_max=None,
+    halvings: int = 16,
+    tol: float = 1e-10,
+    max_steps: int = 1_000_000,
+    num_checkpoints: int = 100,
+    throw: bool = False,
+) -> GDSolution:
+    """`gradient_descent` at the largest stable step found by halving:
+    eta = 2^-k / lambda_max(K(theta_0)) for the smallest k in 0..`halvings` whose run neither
+    blows up (L > 10 L_0 or non-finite, where it stops at once) nor ends above L_0.
+
+    K is the tangent kernel (`dynamics.tangent_kernel`); 1 / lambda_max is half the edge of
+    stability 2 / lambda_max, and the kernel can grow during training at small width, hence
+    the halving. `kernel_max` passes lambda_max(K(theta_0)) when it is already known (inside
+    a sharded sweep on XLA:CPU, compute it outside: LAPACK there can deadlock, see
+    `integrators.sweep`). The solution's `learning_rate` is the step that was used.
+
+    >>> X, y = jnp.eye(2), jnp.array([1.5, -0.5])
+    >>> model = TwoLayerReLU(jnp.array([1.0, -1.0]), jnp.eye(2))
+    >>> sol = stable_gradient_descent(X, y, model, max_steps=10_000)
+    >>> bool(sol.ok), float(sol.learning_rate)  # lambda_max(K) = 1 here
+    (True, 1.0)
+    """
+    if kernel_max is None:
+        kernel_max = jnp.linalg.eigvalsh(tangent_kernel(model, X))[-1]
+    eta0 = 1.0 / kernel_max
+    loss0 = square_loss(model, X, y)
+
+    def attempt(k):
+        return gradient_descent(
+            X,
+            y,
+            model,
+            learning_rate=eta0 * 0.5**k,
+            tol=tol,
+            max_steps=max_steps,
+            num_checkpoints=num_checkpoints,
+            max_loss=10 * loss0,
+        )
+
+    def unstable(sol):
+        return (sol.result == RESULTS.diverged) | ~(sol.final_loss < loss0)
+
+    _, out = jax.lax.while_loop(
+        lambda c: (c[0] < halvings) & unstable(c[1]),
+        lambda c: (c[0] + 1, attempt(c[0] + 1)),
+        (jnp.zeros((), int), attempt(0)),
+    )
+    return out.raise_if_failed(throw)

@@ -8,49 +8,54 @@ to P, which is exactly GD on W. The normalized variant replaces L by log L (the 
 by the loss), so the margin grows linearly in t instead of like log t.
 """
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Bool, Float, Int
 
-from dynamics import LeakyReLUNet, leaky_relu, log_margin_loss, margin_loss
-from dynamics._checks import check_shape
-from dynamics._leaky import LOSSES, check_labels
+from dynamics import MARGIN_LOSSES, LeakyReLUNet, leaky_relu, log_margin_loss, margin_loss
+from theory import RESULTS, Solution
+from theory.checks import check_plus_minus_one, check_shape
 
 from ._gd import checkpoint_steps
 
 
-class MarginGDSolution(eqx.Module):
+class MarginGDSolution(Solution):
     """Result of `margin_gradient_descent`.
 
     - `steps` (C,): log-spaced checkpoint step counts (static; the first is step 1).
     - `loss` (C,), `log_loss` (C,): L and log L there (log L stays finite where L underflows).
-    - `W` (C, m, d): the first layer at every checkpoint; `patterns` (C, m, n): the activation
-      pattern [<w_j, x_i> > 0] there; `activated` (C,): whether a_j y_i <x_i, w_j> > 0 for all.
-    - `model`: the final network; `min_margin` (C,): min_i y_i f(x_i; W_t) / ||W_t||_F.
+    - `trajectory`: the network at every checkpoint (a `LeakyReLUNet` whose `W` is (C, m, d));
+      `patterns` (C, m, n): the activation pattern [<w_j, x_i> > 0] there; `activated` (C,):
+      whether a_j y_i <x_i, w_j> > 0 for all; `min_margin` (C,):
+      min_i y_i f(x_i; W_t) / ||W_t||_F.
+    - `model`: the final network; `learning_rate`: the step.
+    - `result`: `RESULTS.successful`, or `RESULTS.diverged` where the weights or the loss
+      became non-finite. `stats`: `{"num_steps": max_steps}`.
     """
 
     steps: Int[Array, " C"]
     loss: Float[Array, " C"]
     log_loss: Float[Array, " C"]
-    W: Float[Array, "C m d"]
+    trajectory: LeakyReLUNet
     patterns: Bool[Array, "C m n"]
     activated: Bool[Array, " C"]
     min_margin: Float[Array, " C"]
     model: LeakyReLUNet
+    learning_rate: Float[Array, ""]
 
 
 def margin_gradient_descent(
-    model: LeakyReLUNet,
     X: Float[Array, "n d"],
     y: Float[Array, " n"],
+    model: LeakyReLUNet,
     *,
     learning_rate,
     max_steps: int = 1_000_000,
     num_checkpoints: int = 60,
     loss: str = "exponential",
     normalized: bool = False,
+    throw: bool = False,
 ) -> MarginGDSolution:
     """W_{t+1} = W_t - eta grad L(W_t), or - eta grad log L(W_t) when `normalized`.
 
@@ -58,25 +63,25 @@ def margin_gradient_descent(
     computed overflow-safe (`dynamics.margin_loss`). The second layer `model.a` stays fixed.
     One compiled loop of `max_steps` steps, recorded at `num_checkpoints` log-spaced steps
     (`checkpoint_steps`); pure and `jax.vmap`-able over models and data; `learning_rate` may be
-    an array.
+    an array. `throw=True` raises where the run diverged.
 
-    ```python
-    net = small_leaky_init(10, 400, 0.1, scale=1e-8, key=key)
-    sol = margin_gradient_descent(net, X, y, learning_rate=0.05, max_steps=10**5)
-    sol.activated[0]  # every neuron activated after the first step
-    ```
+    >>> X = jnp.array([[3.0, 1.0], [-3.0, 1.0]]); y = jnp.array([1.0, -1.0])
+    >>> net = LeakyReLUNet(jnp.zeros((2, 2)), jnp.array([1.0, -1.0]), 0.1)
+    >>> sol = margin_gradient_descent(X, y, net, learning_rate=0.1, max_steps=1000)
+    >>> bool(sol.ok), bool(sol.activated[-1]), bool(sol.loss[-1] < sol.loss[0])
+    (True, True, True)
     """
     n, d = X.shape
     check_shape("y", y, (n,))
     check_shape("model.W", model.W, (None, d))
-    if loss not in LOSSES:
-        raise ValueError(f"`loss` must be one of {LOSSES}, got {loss!r}")
-    if max_steps < 1:
-        raise ValueError(f"`max_steps` must be >= 1, got {max_steps}")
-    y = check_labels(y)
+    if loss not in MARGIN_LOSSES:
+        raise ValueError(f"`loss` must be one of {MARGIN_LOSSES}, got {loss!r}")
+    targets = checkpoint_steps(max_steps, num_checkpoints)
+    y = check_plus_minus_one("y", y)
     a, gamma = model.a, model.gamma
     gram = X @ X.T
     P0 = model.W @ X.T
+    eta = jnp.asarray(learning_rate, model.W.dtype)
 
     def margins_of(P):
         return y * (a @ leaky_relu(P, gamma))  # y_i f(x_i) from the pre-activations
@@ -86,7 +91,7 @@ def margin_gradient_descent(
         return log_margin_loss(margins, loss) if normalized else margin_loss(margins, loss)
 
     grad = jax.grad(objective)
-    optimizer = optax.sgd(learning_rate)
+    optimizer = optax.sgd(eta)
 
     def body(_, carry):
         C, opt_state = carry
@@ -109,26 +114,23 @@ def margin_gradient_descent(
         )
         return carry, record
 
-    targets = checkpoint_steps(max_steps, num_checkpoints)
     starts = jnp.concatenate([jnp.zeros(1, int), jnp.asarray(targets[:-1])])
     C0 = jnp.zeros((model.W.shape[0], n), model.W.dtype)
     (C, _), (log_loss, W, patterns, activated, min_margin) = jax.lax.scan(
         run_to, (C0, optimizer.init(C0)), (starts, jnp.asarray(targets))
     )
-    return MarginGDSolution(
+    finite = jnp.all(jnp.isfinite(C)) & jnp.all(~jnp.isnan(log_loss))
+    out = MarginGDSolution(
         steps=jnp.asarray(targets),
         loss=jnp.exp(log_loss),
         log_loss=log_loss,
-        W=W,
+        trajectory=jax.vmap(lambda w: LeakyReLUNet(w, a, gamma))(W),
         patterns=patterns,
         activated=activated,
         min_margin=min_margin,
         model=LeakyReLUNet(model.W + C @ X, a, gamma),
+        learning_rate=eta,
+        result=RESULTS.where(finite, RESULTS.successful, RESULTS.diverged),
+        stats={"num_steps": jnp.asarray(targets[-1])},
     )
-
-
-def one_minus_cos(W: Float[Array, "... m d"], W_star: Float[Array, "m d"]) -> Float[Array, "..."]:
-    """1 - cos(W, W*) = ||W/||W|| - W*/||W*|| ||^2 / 2, accurate down to 1e-32 (no cancellation)."""
-    u = W / jnp.linalg.norm(W, axis=(-2, -1), keepdims=True)
-    v = W_star / jnp.linalg.norm(W_star)
-    return 0.5 * jnp.sum((u - v) ** 2, axis=(-2, -1))
+    return out.raise_if_failed(throw)

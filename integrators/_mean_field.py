@@ -3,7 +3,7 @@
     dw_i/dt = -lambda_t w_i - m grad_{w_i} L(W),   lambda_t = lambda for t < t_off, else 0,
 
 with L the closed-form population loss (`dynamics.population_loss`) or the mean over n
-samples (`dynamics.sample_loss`, in batches). Integrated with diffrax (Tsit5, PID controller,
+samples (`dynamics.sample_loss`, in batches). Integrated with diffrax (Tsit5 and a PID controller by default,
 the switch t_off passed as a jump time). The observables of the staircase paper are saved at
 the requested times: the population loss, the mass alpha~ = (1/m) sum ||w_i||^2, beta_1 and
 beta_2 (mean squared coordinate over the r relevant / d - r irrelevant coordinates, for the
@@ -14,23 +14,24 @@ direction the best neuron's alignment max_i <w_i / ||w_i||, w*_k>^2.
 import os
 
 import diffrax
-import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Float
 
-from dynamics import MultiIndexTarget, population_loss, sample_loss
-from dynamics._checks import check_shape
+from dynamics import MeanFieldNet, MultiIndexTarget, observables, population_loss, sample_loss
+from theory import RESULTS, Solution
+from theory.checks import check_shape, check_value
 
-from ._flow import succeeded
+from ._flow import solve_stats
 
 
-class MeanFieldSolution(eqx.Module):
+class MeanFieldSolution(Solution):
     """Result of `mean_field_flow`: the observables at the save times `ts` (T,).
 
     `loss` (population loss, also in finite-sample mode), `train_loss` (the sample loss in
     finite-sample mode, else equal to `loss`), `alpha`, `beta1`, `beta2` (T,), `alignment`
-    (T, r), `W` (the final weights), diffrax's `num_steps` and `result` (`ok`).
+    (T, r) (see `dynamics.observables`), `model` (the final net), diffrax's `stats` and
+    `result` (`ok`).
     """
 
     ts: Float[Array, " T"]
@@ -40,37 +41,17 @@ class MeanFieldSolution(eqx.Module):
     beta1: Float[Array, " T"]
     beta2: Float[Array, " T"]
     alignment: Float[Array, "T r"]
-    W: Float[Array, "m d"]
-    num_steps: Int[Array, ""]
-    result: diffrax.RESULTS
-
-    @property
-    def ok(self):
-        return succeeded(self.result)
-
-
-def observables(W, target: MultiIndexTarget) -> dict:
-    """alpha~, beta_1, beta_2 and the per-direction alignment of `W` against `target`."""
-    r = target.rank
-    d = W.shape[1]
-    # coordinates in the target's basis for the relevant part; the rest is irrelevant mass
-    rel = W @ target.directions.T  # (m, r)
-    sq = jnp.sum(W * W, axis=1)
-    rel_mass = jnp.mean(jnp.sum(rel * rel, axis=1))
-    alpha = jnp.mean(sq)
-    cos2 = rel * rel / sq[:, None]
-    return {
-        "alpha": alpha,
-        "beta1": rel_mass / r,
-        "beta2": (alpha - rel_mass) / (d - r) if d > r else jnp.zeros(()),
-        "alignment": jnp.max(cos2, axis=0),
-    }
+    model: MeanFieldNet
 
 
 def check_memory(n: int, d: int, m: int, batch_size: int, dtype=jnp.float64) -> int:
     """Bytes a finite-sample flow needs (data, labels, and ~8 copies of one batch's (b, m)
     activations for the forward and backward pass); raises `MemoryError` before the run when
-    that exceeds the device's memory (or the host's physical memory on CPU)."""
+    that exceeds the device's memory (or the host's physical memory on CPU).
+
+    >>> check_memory(1000, 10, 5, 100) > 0
+    True
+    """
     item = jnp.dtype(dtype).itemsize
     need = item * (n * d + n + 8 * batch_size * m + 16 * m * d)
     device = jax.devices()[0]
@@ -89,8 +70,8 @@ def check_memory(n: int, d: int, m: int, batch_size: int, dtype=jnp.float64) -> 
 
 
 def mean_field_flow(
-    W0: Float[Array, "m d"],
     target: MultiIndexTarget,
+    model: MeanFieldNet,
     ts: Float[Array, " T"],
     *,
     weight_decay=0.0,
@@ -100,90 +81,105 @@ def mean_field_flow(
     rtol: float | None = None,
     atol: float | None = None,
     max_steps: int = 200_000,
+    solver: diffrax.AbstractAdaptiveSolver | None = None,
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     progress_meter: diffrax.AbstractProgressMeter | None = None,
+    throw: bool = False,
 ) -> MeanFieldSolution:
-    """Integrate dw_i/dt = -lambda_t w_i - m grad_{w_i} L from W0 and save the observables.
+    """Integrate dw_i/dt = -lambda_t w_i - m grad_{w_i} L from `model` and save the observables.
 
     `weight_decay` lambda >= 0 (`ValueError` otherwise; an array, so sweeps do not recompile)
     acts until `decay_off`, then lambda = 0 so that the loss can go to 0. `samples` = (X, y)
     switches to the finite-sample loss over those n points (in batches of `batch_size`);
-    by default the population loss is used. Pure and `jax.vmap`-able over seeds.
+    by default the population loss is used. Pure and `jax.vmap`-able over seeds. The net's
+    activation must be the target's.
 
-    `progress_meter` (e.g. `diffrax.TextProgressMeter()`) reports how far the solve is, for
-    long finite-sample runs. Tolerances default to rtol = 1e-6, atol = 1e-8 for the population
-    loss (a smooth kernel) and rtol = 1e-4, atol = 1e-6 for finite samples: there every sample
-    puts a kink of |z| in every neuron's field, the error estimate jumps at each crossing, and
-    a tight rtol only buys steps. Measured at d = 100, r = 20, m = 250, n = 50,000 over
-    t in [0, 0.1]: 310 steps and 163 s at rtol = 1e-6 against 19 steps and 12 s at 1e-4, with
-    losses equal to 3e-6.
+    `solver` defaults to `diffrax.Tsit5()`, `stepsize_controller` to a PID controller at
+    `rtol`/`atol` with `decay_off` as a jump time (a controller you pass should declare that
+    jump itself). `progress_meter` (e.g. `diffrax.TextProgressMeter()`) reports how far the
+    solve is, for long finite-sample runs. Tolerances default to rtol = 1e-6, atol = 1e-8 for
+    the population loss (a smooth kernel) and rtol = 1e-4, atol = 1e-6 for finite samples:
+    there every sample puts a kink of |z| in every neuron's field, the error estimate jumps at
+    each crossing, and a tight rtol only buys steps. Measured at d = 100, r = 20, m = 250,
+    n = 50,000 over t in [0, 0.1]: 310 steps and 163 s at rtol = 1e-6 against 19 steps and
+    12 s at 1e-4, with losses equal to 3e-6. `throw=True` raises where the solve fails.
 
-    ```python
-    W0 = mean_field_init(250, 100, key=key)
-    sol = mean_field_flow(W0, standard_target(20, 100), jnp.geomspace(1e-3, 60, 200),
-                          weight_decay=2.0, decay_off=40.0)
-    ```
+    >>> from dynamics import mean_field_init, standard_target
+    >>> target = standard_target(2, 6)
+    >>> net = mean_field_init(20, 6, key=jax.random.PRNGKey(0))
+    >>> sol = mean_field_flow(target, net, jnp.array([0.0, 1.0, 20.0]), weight_decay=0.1)
+    >>> bool(sol.ok), bool(sol.loss[-1] < 0.1 * sol.loss[0])
+    (True, True)
     """
+    W0 = model.W
     m, d = W0.shape
-    check_shape("W0", W0, (None, target.directions.shape[1]))
+    check_shape("model.W", W0, (None, target.directions.shape[1]))
+    if model.activation != target.activation:
+        raise ValueError(
+            f"the net's activation must be the target's {target.activation!r}, "
+            f"got {model.activation!r}"
+        )
     smooth = samples is None
     rtol = (1e-6 if smooth else 1e-4) if rtol is None else rtol
     atol = (1e-8 if smooth else 1e-6) if atol is None else atol
-    if isinstance(weight_decay, float | int) and weight_decay < 0:
-        raise ValueError(f"`weight_decay` must be >= 0, got {weight_decay}")
+    lam = jnp.asarray(weight_decay, W0.dtype)
+    lam = check_value(lam, lam >= 0, f"`weight_decay` must be >= 0, got {weight_decay}")
     ts = jnp.asarray(ts, W0.dtype)
-    name = target.activation
+    activation = model.activation
     if samples is None:
 
         def loss(W):
-            return population_loss(W, target)
+            return population_loss(MeanFieldNet(W, activation), target)
 
     else:
         X, y = samples
 
         def loss(W):
-            return sample_loss(W, X, y, name, batch_size)
+            return sample_loss(MeanFieldNet(W, activation), X, y, batch_size=batch_size)
 
     grad = jax.grad(loss)
-    lam = jnp.asarray(weight_decay, W0.dtype)
     off = jnp.asarray(decay_off, W0.dtype)
 
     def field(t, W, args):
         return -jnp.where(t < off, lam, 0.0) * W - m * grad(W)
 
     def save(t, W, args):
-        obs = observables(W, target)
-        pop = population_loss(W, target)
-        return pop, (loss(W) if samples is not None else pop), obs
+        net = MeanFieldNet(W, activation)
+        pop = population_loss(net, target)
+        return pop, (loss(W) if samples is not None else pop), observables(net, target)
 
+    if stepsize_controller is None:
+        # the switch is a jump time only when it falls inside the interval: a jump time at
+        # t1 itself made diffrax drop the save at t1 when one step spanned the whole interval
+        stepsize_controller = diffrax.PIDController(
+            rtol=rtol,
+            atol=atol,
+            jump_ts=jnp.reshape(jnp.where(off < ts[-1], off, 2 * ts[-1] + 1), (1,)),
+        )
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(field),
-        diffrax.Tsit5(),
+        diffrax.Tsit5() if solver is None else solver,
         t0=jnp.zeros((), W0.dtype),
         t1=ts[-1],
         dt0=None,
         y0=W0,
         saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save), diffrax.SubSaveAt(t1=True)]),
-        # the switch is a jump time only when it falls inside the interval: a jump time at
-        # t1 itself made diffrax drop the save at t1 when one step spanned the whole interval
-        stepsize_controller=diffrax.PIDController(
-            rtol=rtol,
-            atol=atol,
-            jump_ts=jnp.reshape(jnp.where(off < ts[-1], off, 2 * ts[-1] + 1), (1,)),
-        ),
+        stepsize_controller=stepsize_controller,
         max_steps=max_steps,
         throw=False,
         progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
     )
     (pop, train, obs), final = sol.ys
-    return MeanFieldSolution(
+    out = MeanFieldSolution(
         ts=ts,
         loss=pop,
         train_loss=train,
-        alpha=obs["alpha"],
-        beta1=obs["beta1"],
-        beta2=obs["beta2"],
-        alignment=obs["alignment"],
-        W=final[-1],
-        num_steps=sol.stats["num_steps"],
-        result=sol.result,
+        alpha=obs.alpha,
+        beta1=obs.beta1,
+        beta2=obs.beta2,
+        alignment=obs.alignment,
+        model=MeanFieldNet(final[-1], activation),
+        result=RESULTS.promote(sol.result),
+        stats=solve_stats(sol),
     )
+    return out.raise_if_failed(throw)

@@ -32,21 +32,23 @@ Dopri5 with a PI controller) then runs at its stability limit: the step settles 
 step costs O(m n). At n = 32, m = 45 a solve at alpha = 10^-10000 takes ~5e4 steps and ~1 s on
 one CPU core, where a dense implicit solver (Kvaerno5, a 1485 x 1485 Jacobian per step) did not
 finish one alpha = 10^-10 solve in three minutes. Any diffrax solver can be passed as `solver`.
+
+The time scale tau = log(1/alpha) is the `time_scale` argument, as in `orthogonal_flow`.
 """
 
 import diffrax
-import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Float
 
 from dynamics import TwoLayerReLU
-from dynamics._checks import check_log_inv_alpha, check_shape, check_value
+from theory import RESULTS, Solution
+from theory.checks import check_plus_minus_one, check_shape, check_time_scale
 
-from ._flow import default_controller, succeeded
+from ._flow import default_controller, solve_stats
 
 
-class VanishingSolution(eqx.Module):
+class VanishingSolution(Solution):
     """Result of `vanishing_flow`; every field is finite for any log(1/alpha).
 
     - `ts` (T,): save times (rescaled clock); `loss` (T,): L at those times.
@@ -54,10 +56,10 @@ class VanishingSolution(eqx.Module):
     - `cost` (T,): 1/2 ||theta||^2 = sum_j a_j^2 = sum_j exp(2 tau ell_j) (balancedness).
     - `final_exponents` (m,), `final_directions` (m, n): ell_j and psi_j = v_j / ||w_j|| at
       `ts[-1]`. `trajectory_directions` (T, m, n) when `save_directions=True`, else `None`.
-    - `signs` (m,), `initial_directions` (m, n), `log_inv_alpha`: the inputs.
-    - `num_steps`, `num_accepted_steps`, `num_rejected_steps`, `result`: diffrax's statistics
-      and `RESULTS` item; `ok` is True where the solve succeeded. After a failure the
-      remaining saved values are `inf` (diffrax's convention), never silent NaNs.
+    - `signs` (m,), `initial_directions` (m, n), `time_scale` (tau = log(1/alpha)): the inputs.
+    - `stats` (diffrax's `num_steps`, `num_accepted_steps`, `num_rejected_steps`) and
+      `result` (a `theory.RESULTS` item); `ok` is True where the solve succeeded. After a
+      failure the remaining saved values are `inf` (diffrax's convention), never silent NaNs.
     """
 
     ts: Float[Array, " T"]
@@ -69,16 +71,7 @@ class VanishingSolution(eqx.Module):
     trajectory_directions: Float[Array, "T m n"] | None
     signs: Float[Array, " m"]
     initial_directions: Float[Array, "m n"]
-    log_inv_alpha: Float[Array, ""]
-    num_steps: Int[Array, ""]
-    num_accepted_steps: Int[Array, ""]
-    num_rejected_steps: Int[Array, ""]
-    result: diffrax.RESULTS
-
-    @property
-    def ok(self):
-        """True where the solve succeeded (works under `vmap`: a boolean array)."""
-        return succeeded(self.result)
+    time_scale: Float[Array, ""]
 
     def to_model(self, X: Float[Array, "n d"], perp_directions=None) -> TwoLayerReLU:
         """The final parameters (a, W) in ordinary coordinates, where float64 can hold them.
@@ -89,7 +82,7 @@ class VanishingSolution(eqx.Module):
         data, which never moves; omitted when `None`, exact for d = n). Values below float64's
         range come out as 0.
         """
-        tau = self.log_inv_alpha
+        tau = self.time_scale
         size = jnp.exp(tau * self.final_exponents)
         alpha = jnp.exp(-tau)
         psi, psi0 = self.final_directions, self.initial_directions
@@ -117,44 +110,48 @@ def _vector_field(t, state, args):
 
 
 def vanishing_flow(
+    y: Float[Array, " n"],
     signs: Float[Array, " m"],
     directions: Float[Array, "m n"],
-    y: Float[Array, " n"],
     ts: Float[Array, " T"],
     *,
-    log_inv_alpha,
+    time_scale,
     rtol: float = 1e-9,
     atol: float = 1e-9,
     max_steps: int = 1_000_000,
     save_directions: bool = False,
     solver: diffrax.AbstractAdaptiveSolver | None = None,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+    throw: bool = False,
 ) -> VanishingSolution:
     """Rescaled gradient flow d theta/dt = -log(1/alpha) grad L from a balanced init at any alpha.
 
     The network h(x) = sum_j a_j relu(w_j . x), L = 1/(2n) sum_i (h(x_i) - y_i)^2 on orthonormal
     inputs, starts at a_j = alpha s_j, w_j = alpha u_j, and is integrated in the exponent /
     direction coordinates of the module docstring: ||w_j|| = alpha^(-ell_j), ell_j(0) = -1.
-    alpha itself is never formed, so `log_inv_alpha` = log(1/alpha) can be 1e4 or more; at
-    alpha = 1e-30 the solution agrees with `gradient_flow` (the same flow in other coordinates).
+    alpha itself is never formed, so `time_scale` tau = log(1/alpha) can be 1e4 or more; at
+    alpha = 1e-30 the solution agrees with `orthogonal_flow` (the same flow in other
+    coordinates).
 
     **Arguments:**
 
-    - `signs` (m,): s_j in {-1, +1}; `directions` (m, n): <u_j, x_i>, as returned by
-      `dynamics.signs_and_directions` (only the data-basis part of u_j moves).
-    - `y` (n,): labels. `ts` (T,): increasing save times in the rescaled clock, from 0 or later.
-    - `log_inv_alpha`: tau = log(1/alpha) > 0, finite (an array, so sweeps do not recompile).
+    - `y` (n,): labels; `signs` (m,): s_j in {-1, +1}; `directions` (m, n): <u_j, x_i>, as
+      returned by `dynamics.signs_and_directions` (only the data-basis part of u_j moves).
+    - `ts` (T,): increasing save times in the rescaled clock, from 0 or later.
+    - `time_scale`: tau = log(1/alpha) > 0, finite (an array, so sweeps do not recompile).
     - `rtol`, `atol`: tolerances (exponents and directions are O(1), so they are relative to
       each neuron's size). `solver` default `diffrax.Dopri5()`, `stepsize_controller` default a
-      PI controller (pcoeff 0.4, icoeff 0.3), as in `gradient_flow`.
+      PI controller (pcoeff 0.4, icoeff 0.3), as in `orthogonal_flow`. `throw=True` raises
+      where the solve fails.
 
     **Returns:** a `VanishingSolution`. Pure and `jax.vmap`-able over every array argument.
 
-    ```python
-    signs, dirs = signs_and_directions(balanced_init(45, 32, 0.5, key=k, dtype=jnp.float64), X)
-    sol = vanishing_flow(signs, dirs, y, jnp.linspace(0, 40, 4001), log_inv_alpha=1e4 * jnp.log(10))
-    sol.cost[-1]  # -> Algorithm 1's cost as alpha -> 0
-    ```
+    One neuron on one sample reaches Algorithm 1's cost ||y_S|| = 1 at alpha = 10^-1000:
+
+    >>> sol = vanishing_flow(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[1.0]]),
+    ...                      jnp.linspace(0.0, 2.0, 5), time_scale=1000 * jnp.log(10.0))
+    >>> bool(sol.ok), round(float(sol.cost[-1]), 6), float(sol.exponents[0, 0])
+    (True, 1.0, -1.0)
     """
     check_shape("signs", signs, (None,))
     m = jnp.shape(signs)[0]
@@ -163,12 +160,8 @@ def vanishing_flow(
     check_shape("directions", directions, (m, n))
     check_shape("ts", ts, (None,))
     dtype = jnp.result_type(directions, y, jnp.float32)
-    signs = check_value(
-        jnp.asarray(signs, dtype),
-        jnp.all(jnp.abs(jnp.asarray(signs)) == 1),
-        "`signs` must take values in {-1, +1}",
-    )
-    tau = check_log_inv_alpha(jnp.asarray(log_inv_alpha, dtype))
+    signs = jnp.asarray(check_plus_minus_one("signs", signs), dtype)
+    tau = check_time_scale(time_scale, dtype)
     directions = jnp.asarray(directions, dtype)
     y = jnp.asarray(y, dtype)
     ts = jnp.asarray(ts, dtype)
@@ -196,8 +189,7 @@ def vanishing_flow(
         throw=False,
     )
     saved, (ell1, psi1) = sol.ys
-    stats = sol.stats
-    return VanishingSolution(
+    out = VanishingSolution(
         ts=ts,
         loss=saved[0],
         exponents=saved[1],
@@ -207,9 +199,8 @@ def vanishing_flow(
         trajectory_directions=saved[3] if save_directions else None,
         signs=signs,
         initial_directions=directions,
-        log_inv_alpha=tau,
-        num_steps=stats["num_steps"],
-        num_accepted_steps=stats["num_accepted_steps"],
-        num_rejected_steps=stats["num_rejected_steps"],
-        result=sol.result,
+        time_scale=tau,
+        result=RESULTS.promote(sol.result),
+        stats=solve_stats(sol),
     )
+    return out.raise_if_failed(throw)

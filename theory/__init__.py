@@ -1,21 +1,35 @@
-"""What the papers predict, in closed form. Depends on nothing but jax/numpy/diffrax."""
+"""What the papers predict, in closed form. Depends on nothing but jax/numpy/diffrax/equinox.
 
+`theory` is the floor of the engine: it imports no other package of ours. Its public module
+`theory.checks` holds the argument checks that every package shares, and `RESULTS` /
+`Solution` the solution convention of everything that integrates or iterates.
+"""
+
+from . import checks as checks
 from ._hermite import (
-    ACTIVATIONS as ACTIVATIONS,
-    activation as activation,
+    HermiteEnergies as HermiteEnergies,
+    activation_function as activation_function,
     hermite_coefficients as hermite_coefficients,
     hermite_energies as hermite_energies,
     second_moment as second_moment,
+)
+from ._kernels import (
+    arccos_kernel as arccos_kernel,
+    dual_kernel as dual_kernel,
+    kernel_truncation_error as kernel_truncation_error,
 )
 from ._margin import (
     MaxMargin as MaxMargin,
     activation_pattern as activation_pattern,
     all_activated as all_activated,
+    bayes_error as bayes_error,
     effective_direction as effective_direction,
     max_margin as max_margin,
     mixture_test_error as mixture_test_error,
+    one_minus_cos as one_minus_cos,
     signal_regime as signal_regime,
 )
+from ._nnqp import nnqp as nnqp
 from ._saddle import (
     SaddleJumps as SaddleJumps,
     coverage_width as coverage_width,
@@ -25,11 +39,17 @@ from ._saddle import (
     predicted_exponents as predicted_exponents,
     saddle_jumps as saddle_jumps,
 )
+from ._solution import RESULTS as RESULTS, Solution as Solution
 from ._staircase import (
+    ODESolution as ODESolution,
+    StageTimes as StageTimes,
     lotka_volterra as lotka_volterra,
     mass_equilibrium as mass_equilibrium,
     mass_ode as mass_ode,
     mass_ratio as mass_ratio,
+    measured_stage_times as measured_stage_times,
     stage_times as stage_times,
     tensor_power as tensor_power,
+    weight_decay_plateaus as weight_decay_plateaus,
 )
+from .checks import ACTIVATIONS as ACTIVATIONS

@@ -7,36 +7,37 @@ c_k = E[sigma(z) He_k(z) / sqrt(k!)], z ~ N(0, 1).
 
 The paper's activations are even; ReLU, GeLU and Swish are made even the way its symmetric
 initialization does: a pair of neurons (w, -w) computes sigma(z) + sigma(-z), so the network
-and target see the even part sigma_e(z) = (sigma(z) + sigma(-z)) / 2. That is what `activation`
-returns for them: relu_e = |z| / 2, gelu_e = z erf(z / sqrt 2) / 2, swish_e = z tanh(z / 2) / 2.
+and target see the even part sigma_e(z) = (sigma(z) + sigma(-z)) / 2. That is what
+`activation_function` returns for them: relu_e = |z| / 2, gelu_e = z erf(z / sqrt 2) / 2, swish_e = z tanh(z / 2) / 2.
 """
 
 import math
 
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import erf
 from jaxtyping import Array, Float
 
-ACTIVATIONS = ("abs", "relu", "gelu", "swish")
+from .checks import check_activation
+
 _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(160)
 _WEIGHTS = _WEIGHTS / math.sqrt(2.0 * math.pi)  # E g(z) = sum_k w_k g(z_k), exact to degree 319
 
 
-def check_activation(name: str) -> None:
-    if name not in ACTIVATIONS:
-        raise ValueError(f"`activation` must be one of {ACTIVATIONS}, got {name!r}")
+def activation_function(activation: str):
+    """sigma(z) as the paper's network sees it: |z|, or the even part of ReLU, GeLU, Swish.
 
-
-def activation(name: str):
-    """sigma(z) as the paper's network sees it: |z|, or the even part of ReLU, GeLU, Swish."""
-    check_activation(name)
+    >>> activation_function("relu")(jnp.array([-2.0, 2.0])).tolist()
+    [1.0, 1.0]
+    """
+    check_activation(activation)
     return {
         "abs": jnp.abs,
         "relu": lambda z: 0.5 * jnp.abs(z),
         "gelu": lambda z: 0.5 * z * erf(z / jnp.sqrt(2.0)),
         "swish": lambda z: 0.5 * z * jnp.tanh(0.5 * z),
-    }[name]
+    }[activation]
 
 
 def _normalized_hermite(z, degree: int):
@@ -47,8 +48,8 @@ def _normalized_hermite(z, degree: int):
     return jnp.stack(h[: degree + 1])
 
 
-def hermite_coefficients(name: str, degree: int) -> Float[Array, " K"]:
-    """c_0..c_degree of sigma = `activation(name)`, c_k = E[sigma(z) He_k(z) / sqrt(k!)].
+def hermite_coefficients(activation: str, degree: int) -> Float[Array, " K"]:
+    """c_0..c_degree of sigma = `activation_function(activation)`, c_k = E[sigma(z) He_k(z) / sqrt(k!)].
 
     Closed forms for |z| (and relu_e = |z|/2): c_0 = sqrt(2/pi), c_{2j} = (-1)^(j-1)
     sqrt(2/pi) (2j-3)!! / sqrt((2j)!) for j >= 1, odd ones 0 (from E|z| He_n(z) =
@@ -56,47 +57,69 @@ def hermite_coefficients(name: str, degree: int) -> Float[Array, " K"]:
     polynomials of degree 319; their even parts are smooth, so it converges fast: |c_k|
     agrees to 1e-13 with 320 points). Jit-compatible; `degree` is static.
 
-    ```python
-    hermite_coefficients("abs", 2)  # [0.7979, 0, 0.5642]
-    ```
+    >>> [round(c, 4) for c in hermite_coefficients("abs", 2).tolist()]
+    [0.7979, 0.0, 0.5642]
     """
-    check_activation(name)
+    check_activation(activation)
     if not isinstance(degree, int) or degree < 0:
         raise ValueError(f"`degree` must be a non-negative integer, got {degree!r}")
-    if name in ("abs", "relu"):
+    if activation in ("abs", "relu"):
         c = np.zeros(degree + 1)
         c[0] = math.sqrt(2.0 / math.pi)
         for j in range(1, degree // 2 + 1):
             dfact = math.prod(range(2 * j - 3, 0, -2)) if j >= 2 else 1
             c[2 * j] = (-1) ** (j - 1) * math.sqrt(2.0 / math.pi) * dfact
             c[2 * j] /= math.sqrt(math.factorial(2 * j))
-        return jnp.asarray(c if name == "abs" else 0.5 * c)
+        return jnp.asarray(c if activation == "abs" else 0.5 * c)
     z = jnp.asarray(_NODES)
-    return _normalized_hermite(z, degree) @ (jnp.asarray(_WEIGHTS) * activation(name)(z))
+    sigma = activation_function(activation)
+    return _normalized_hermite(z, degree) @ (jnp.asarray(_WEIGHTS) * sigma(z))
 
 
-def second_moment(name: str) -> Float[Array, ""]:
-    """E sigma(z)^2: 1 for |z|, 1/4 for relu_e, quadrature for GeLU and Swish."""
-    check_activation(name)
-    if name in ("abs", "relu"):
-        return jnp.asarray(1.0 if name == "abs" else 0.25)
+def second_moment(activation: str) -> Float[Array, ""]:
+    """E sigma(z)^2: 1 for |z|, 1/4 for relu_e, quadrature for GeLU and Swish.
+
+    >>> float(second_moment("relu"))
+    0.25
+    """
+    check_activation(activation)
+    if activation in ("abs", "relu"):
+        return jnp.asarray(1.0 if activation == "abs" else 0.25)
     z = jnp.asarray(_NODES)
-    return jnp.asarray(_WEIGHTS) @ activation(name)(z) ** 2
+    return jnp.asarray(_WEIGHTS) @ activation_function(activation)(z) ** 2
 
 
-def hermite_energies(name: str, r: int) -> dict:
-    """E_0 = (r c_0)^2, E_2 = r c_2^2, E_>=4 = r (E sigma^2 - c_0^2 - c_1^2 - c_2^2) of the
-    target f* = sum_{j<=r} sigma(x_j), and the predicted plateaus: L = 1/2 (E_2 + E_>=4) once
-    the mean is fitted (after stage 0) and 1/2 E_>=4 once the subspace is (after stage 2)."""
-    c = hermite_coefficients(name, 2)
+class HermiteEnergies(eqx.Module):
+    """The Hermite energies of f* = sum_{j<=r} sigma(x_j) and the plateaus they predict
+    (weight decay 0): `E0` = (r c_0)^2, `E2` = r c_2^2, `E4_plus` = r (E sigma^2 - c_0^2 -
+    c_1^2 - c_2^2); `plateau_0` = (E2 + E4_plus) / 2 is the loss once the mean is fitted
+    (after stage 0), `plateau_2` = E4_plus / 2 once the subspace is (after stage 2), and
+    `initial_target_energy` = (E0 + E2 + E4_plus) / 2 = 1/2 E f*^2."""
+
+    E0: Float[Array, ""]
+    E2: Float[Array, ""]
+    E4_plus: Float[Array, ""]
+    plateau_0: Float[Array, ""]
+    plateau_2: Float[Array, ""]
+    initial_target_energy: Float[Array, ""]
+
+
+def hermite_energies(activation: str, r: int) -> HermiteEnergies:
+    """The Hermite energies and weight-decay-free plateaus of the target (`HermiteEnergies`).
+
+    >>> e = hermite_energies("abs", 1)
+    >>> round(float(e.E0), 4), round(float(e.plateau_2), 4)
+    (0.6366, 0.0225)
+    """
+    c = hermite_coefficients(activation, 2)
     e0 = (r * c[0]) ** 2
     e2 = r * c[2] ** 2
-    e4 = r * (second_moment(name) - jnp.sum(c**2))
-    return {
-        "E0": e0,
-        "E2": e2,
-        "E4_plus": e4,
-        "plateau_0": 0.5 * (e2 + e4),
-        "plateau_2": 0.5 * e4,
-        "initial_target_energy": 0.5 * (e0 + e2 + e4),
-    }
+    e4 = r * (second_moment(activation) - jnp.sum(c**2))
+    return HermiteEnergies(
+        E0=e0,
+        E2=e2,
+        E4_plus=e4,
+        plateau_0=0.5 * (e2 + e4),
+        plateau_2=0.5 * e4,
+        initial_target_energy=0.5 * (e0 + e2 + e4),
+    )

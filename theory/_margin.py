@@ -17,14 +17,20 @@ terminates in finitely many steps at an exact KKT point; the loop runs until the
 hold to float64 accuracy, and the result carries its certificate (duality gap, KKT residual).
 """
 
+import math
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.scipy.stats import norm as _normal
 from jaxtyping import Array, Bool, Float, Int
 
+from ._nnqp import nnqp
+from ._solution import RESULTS, Solution
+from .checks import check_gamma, check_plus_minus_one, check_shape
 
-class MaxMargin(eqx.Module):
+
+class MaxMargin(Solution):
     """Result of `max_margin`.
 
     - `W` (m, d): the limit direction, unit Frobenius norm; `dual` (n,): multipliers lam.
@@ -35,9 +41,12 @@ class MaxMargin(eqx.Module):
       lam >= 0, 1 - G lam <= 0 off the support, complementary slackness.
     - `pattern`: the pattern s_ji > 0 solved for; `pattern_consistent`: whether W_mm realizes
       it (sign <w_j, x_i> = s_ji for every j, i: for the default pattern, every neuron stays
-      activated). `feasible`: False when the program has no solution (the dual is unbounded:
-      the data are not separable with this pattern); W and lam are then 0, never NaN.
-    - `iterations`, `converged`: active-set iterations and whether the KKT test passed.
+      activated).
+    - `result`: `RESULTS.successful` when the KKT test passed; `RESULTS.infeasible` when the
+      program has no solution (the dual is unbounded: the data are not separable with this
+      pattern; W and lam are then 0, never NaN); `RESULTS.max_steps_reached` when the
+      active-set loop stopped first. `feasible` and `converged` read it.
+    - `stats`: `{"num_iterations": ...}`, the active-set iterations.
     """
 
     W: Float[Array, "m d"]
@@ -49,112 +58,45 @@ class MaxMargin(eqx.Module):
     kkt_residual: Float[Array, ""]
     pattern: Bool[Array, "m n"]
     pattern_consistent: Bool[Array, ""]
-    feasible: Bool[Array, ""]
-    iterations: Int[Array, ""]
-    converged: Bool[Array, ""]
+
+    @property
+    def feasible(self):
+        """False where the program is infeasible."""
+        return self.result != RESULTS.infeasible
+
+    @property
+    def converged(self):
+        """True where the KKT conditions hold to the tolerance (the same as `ok`)."""
+        return self.ok
 
 
 def activation_pattern(W: Float[Array, "m d"], X: Float[Array, "n d"]) -> Bool[Array, "m n"]:
-    """s_ji = [<w_j, x_i> > 0]: the neurons' activation pattern on the samples."""
+    """s_ji = [<w_j, x_i> > 0]: the neurons' activation pattern on the samples.
+
+    >>> activation_pattern(jnp.array([[1.0, -1.0]]), jnp.eye(2)).tolist()
+    [[True, False]]
+    """
     return (W @ X.T) > 0
 
 
 def all_activated(W, a, X, y) -> Bool[Array, ""]:
-    """Whether a_j y_i <x_i, w_j> > 0 for every neuron j and sample i."""
+    """Whether a_j y_i <x_i, w_j> > 0 for every neuron j and sample i.
+
+    >>> bool(all_activated(jnp.array([[1.0, -1.0]]), jnp.ones(1), jnp.eye(2), jnp.array([1.0, -1.0])))
+    True
+    """  # noqa: E501
     return jnp.all(a[:, None] * y[None, :] * (W @ X.T) > 0)
 
 
-def check_gamma(gamma) -> None:
-    """The leaky slope must lie in (0, 1) (`ValueError`; arrays are not checked)."""
-    if isinstance(gamma, float | int) and not 0.0 < gamma < 1.0:
-        raise ValueError(f"`gamma` must lie in (0, 1), got {gamma}")
-
-
 def _check(X, y, a, gamma, pattern):
-    if jnp.ndim(X) != 2:
-        raise ValueError(f"`X` must have shape (n, d), got {jnp.shape(X)}")
+    check_shape("X", X, (None, None))
     n = jnp.shape(X)[0]
-    if jnp.shape(y) != (n,):
-        raise ValueError(f"`y` must have shape (n,) = ({n},) to match `X`, got {jnp.shape(y)}")
-    if jnp.ndim(a) != 1:
-        raise ValueError(f"`a` must have shape (m,), got {jnp.shape(a)}")
-    if pattern is not None and jnp.shape(pattern) != (jnp.shape(a)[0], n):
-        raise ValueError(
-            f"`pattern` must have shape (m, n) = ({jnp.shape(a)[0]}, {n}), got {jnp.shape(pattern)}"
-        )
+    check_shape("y", y, (n,))
+    check_shape("a", a, (None,))
+    if pattern is not None:
+        check_shape("pattern", pattern, (jnp.shape(a)[0], n))
     check_gamma(gamma)
-    if not isinstance(y, jax.core.Tracer) and not bool(jnp.all(jnp.abs(y) == 1)):
-        raise ValueError("labels `y` must take values in {-1, +1}")
-
-
-def _spd_solve(M, b):
-    """M^{-1} b for symmetric positive definite M by Cholesky, in plain XLA operations.
-
-    Deliberately not `jnp.linalg.solve`: LAPACK custom calls inside a sharded program that
-    also runs a long loop were seen to deadlock on XLA:CPU (see `integrators.sweep`), and this
-    solver runs inside such programs. NaN where M is not positive definite.
-    """
-    n = b.shape[0]
-    idx = jnp.arange(n)
-
-    def column(j, L):
-        v = M[:, j] - L @ L[j, :]
-        diag = jnp.sqrt(v[j])
-        return L.at[:, j].set(jnp.where(idx > j, v / diag, jnp.where(idx == j, diag, 0.0)))
-
-    L = jax.lax.fori_loop(0, n, column, jnp.zeros_like(M))
-
-    def forward(i, z):
-        return z.at[i].set((b[i] - L[i, :] @ z) / L[i, i])
-
-    def backward(k, x):
-        i = n - 1 - k
-        return x.at[i].set((z[i] - L[:, i] @ x) / L[i, i])
-
-    z = jax.lax.fori_loop(0, n, forward, jnp.zeros_like(b))
-    return jax.lax.fori_loop(0, n, backward, jnp.zeros_like(b))
-
-
-def _nnqp(G, b, tol, max_iter):
-    """Lawson-Hanson active set for min 1/2 lam^T G lam - b^T lam, lam >= 0 (G PSD)."""
-    n = b.shape[0]
-    eye = jnp.eye(n, dtype=G.dtype)
-
-    def solve_on(passive):
-        both = passive[:, None] & passive[None, :]
-        M = jnp.where(both, G, eye)
-        return jnp.where(passive, _spd_solve(M, jnp.where(passive, b, 0.0)), 0.0)
-
-    def inner(state):
-        lam, passive, it, _ = state
-        s = solve_on(passive)
-        bad = passive & (s <= 0)
-        ratio = jnp.where(bad, lam / jnp.where(bad, lam - s, 1.0), jnp.inf)
-        block = jnp.argmin(ratio)
-        step = jnp.minimum(1.0, ratio[block])
-        lam = jnp.where(jnp.any(bad), (lam + step * (s - lam)).at[block].set(0.0), s)
-        passive = passive & (lam > 0)
-        return jnp.where(passive, lam, 0.0), passive, it + 1, jnp.any(bad)
-
-    def outer_cond(state):
-        lam, passive, it = state
-        w = b - G @ lam
-        return (it < max_iter) & jnp.any(~passive & (w > tol)) & jnp.all(jnp.isfinite(lam))
-
-    def outer(state):
-        lam, passive, it = state
-        w = b - G @ lam
-        j = jnp.argmax(jnp.where(passive, -jnp.inf, w))
-        passive = passive.at[j].set(True)
-        lam, passive, it, _ = jax.lax.while_loop(
-            lambda s: s[3] & (s[2] < max_iter) & jnp.all(jnp.isfinite(s[0])),
-            inner,
-            inner((lam, passive, it, True)),
-        )
-        return lam, passive, it
-
-    init = (jnp.zeros((n,), G.dtype), jnp.zeros((n,), bool), jnp.zeros((), jnp.int32))
-    return jax.lax.while_loop(outer_cond, outer, init)
+    return check_plus_minus_one("y", y)
 
 
 def max_margin(
@@ -162,9 +104,10 @@ def max_margin(
     y: Float[Array, " n"],
     a: Float[Array, " m"],
     gamma: float,
-    pattern: Bool[Array, "m n"] | None = None,
     *,
+    pattern: Bool[Array, "m n"] | None = None,
     tol: float | None = None,
+    throw: bool = False,
 ) -> MaxMargin:
     """The limit direction of GD on the exponential loss: min ||W||_F^2 s.t. y_i f(x_i; W) >= 1.
 
@@ -175,18 +118,19 @@ def max_margin(
     and the KKT residual as its certificate. Jit-compiled and `jax.vmap`-able.
 
     Bad shapes, gamma outside (0, 1) or labels outside {-1, +1} raise `ValueError`; an
-    infeasible program (non-separable data for this pattern) returns `feasible=False` with
-    W = 0, never NaN and never a hang (the loop is bounded by 10 n iterations).
+    infeasible program (non-separable data for this pattern) returns
+    `result = RESULTS.infeasible` with W = 0, never NaN and never a hang (the loop is bounded
+    by 10 n iterations). `throw=True` raises instead of returning a failed result.
 
-    ```python
-    mm = max_margin(X, y, fixed_second_layer(10), 0.1)
-    assert mm.converged and mm.relative_gap < 1e-12
-    ```
+    >>> X = jnp.array([[2.0, 0.0], [0.0, 1.0]]); y = jnp.array([1.0, -1.0])
+    >>> mm = max_margin(X, y, jnp.array([1.0, -1.0]), 0.5)
+    >>> bool(mm.ok), round(float(mm.norm), 6), bool(mm.relative_gap < 1e-12)
+    (True, 1.0, True)
     """
-    _check(X, y, a, gamma, pattern)
+    y = _check(X, y, a, gamma, pattern)
     if pattern is None:
         pattern = (a[:, None] * y[None, :]) > 0
-    return _max_margin(X, y, a, jnp.asarray(gamma, X.dtype), pattern, tol)
+    return _max_margin(X, y, a, jnp.asarray(gamma, X.dtype), pattern, tol).raise_if_failed(throw)
 
 
 @eqx.filter_jit
@@ -198,7 +142,7 @@ def _max_margin(X, y, a, gamma, pattern, tol):
     scale = jnp.max(jnp.diagonal(G))
     eps = jnp.finfo(X.dtype).eps
     tol = 1e3 * eps * scale if tol is None else tol
-    lam, passive, it = _nnqp(G, jnp.ones((n,), X.dtype), tol, 10 * n)
+    lam, passive, it = nnqp(G, jnp.ones((n,), X.dtype), tol, 10 * n)
     finite = jnp.all(jnp.isfinite(lam)) & (jnp.max(jnp.abs(lam)) < 1e12 / scale)
     lam = jnp.where(finite, lam, 0.0)
     margins = G @ lam
@@ -213,7 +157,11 @@ def _max_margin(X, y, a, gamma, pattern, tol):
         jnp.concatenate([-jnp.minimum(lam, 0.0), jnp.maximum(w, 0.0), jnp.abs(lam * w) / scale])
     )
     consistent = jnp.all(((W @ X.T) > 0) == pattern)
-    converged = finite & (kkt <= 10 * tol) & (it < 10 * n)
+    result = RESULTS.where(
+        finite,
+        RESULTS.where(kkt <= 10 * tol, RESULTS.successful, RESULTS.max_steps_reached),
+        RESULTS.infeasible,
+    )
     return MaxMargin(
         W=jnp.where(finite, W / jnp.where(norm > 0, norm, 1.0), 0.0),
         dual=lam,
@@ -224,9 +172,8 @@ def _max_margin(X, y, a, gamma, pattern, tol):
         kkt_residual=kkt,
         pattern=pattern,
         pattern_consistent=consistent & finite,
-        feasible=finite,
-        iterations=it,
-        converged=converged,
+        result=result,
+        stats={"num_iterations": it},
     )
 
 
@@ -234,8 +181,24 @@ def effective_direction(W: Float[Array, "m d"], a: Float[Array, " m"]) -> Float[
     """v = sum_j a_j w_j. When the neurons of each sign of a are parallel (as at the max-margin
     direction of the all-activated pattern), f(x) > 0 exactly when <v, x> > 0: phi is
     increasing and positively homogeneous, so A_+ phi(<u_+, x>) > A_- phi(<u_-, x>) iff
-    <A_+ u_+ - A_- u_-, x> > 0."""
+    <A_+ u_+ - A_- u_-, x> > 0.
+
+    >>> effective_direction(jnp.array([[1.0, 0.0], [0.0, 1.0]]), jnp.array([1.0, -1.0])).tolist()
+    [1.0, -1.0]
+    """
     return a @ W
+
+
+def one_minus_cos(W: Float[Array, "... m d"], W_star: Float[Array, "m d"]) -> Float[Array, "..."]:
+    """1 - cos(W, W*) = ||W/||W|| - W*/||W*|| ||^2 / 2, accurate down to 1e-32 (no
+    cancellation); a leading axis of `W` (checkpoints) is kept.
+
+    >>> float(one_minus_cos(jnp.array([[1.0, 1e-8]]), jnp.array([[1.0, 0.0]])))
+    5e-17
+    """
+    u = W / jnp.linalg.norm(W, axis=(-2, -1), keepdims=True)
+    v = W_star / jnp.linalg.norm(W_star)
+    return 0.5 * jnp.sum((u - v) ** 2, axis=(-2, -1))
 
 
 def mixture_test_error(
@@ -255,6 +218,10 @@ def mixture_test_error(
     Sigma = `cov` or noise_scale^2 I, eta = `label_noise` (the test labels flipped with
     probability eta). Exact for Gaussian noise when the boundary is linear; for other noise it
     is the Gaussian approximation of the margin's distribution.
+
+    >>> W = jnp.array([[1.0, 0.0], [0.0, 0.0]]); a = jnp.array([1.0, -1.0])
+    >>> round(float(mixture_test_error(W, a, jnp.array([1.0, 0.0]))), 4)  # Phi(-1)
+    0.1587
     """
     v = effective_direction(W, a)
     spread = noise_scale * jnp.linalg.norm(v) if cov is None else jnp.sqrt(v @ cov @ v)
@@ -269,5 +236,23 @@ def signal_regime(n, signal, d, noise_scale=1.0) -> Float[Array, ""]:
     <v, mu> ~ n ||mu||^2 and ||v||^2 ~ n^2 ||mu||^2 + n R: below 1 (weak signal) the noise
     term dominates and err ~ Phi(-sqrt(n) ||mu||^2 / sqrt(R)); above 1 (strong signal) the
     signal dominates and err ~ Phi(-||mu|| / sigma), the Bayes error.
+
+    >>> float(signal_regime(20, 10.0, 400))
+    5.0
     """
     return n * jnp.asarray(signal) ** 2 / (d * jnp.asarray(noise_scale) ** 2)
+
+
+def bayes_error(signal, noise_scale=1.0, label_noise=0.0):
+    """The Bayes error of the mixture x = y mu + z, z ~ N(0, sigma^2 I), with the labels
+    flipped with probability eta: eta + (1 - 2 eta) Phi(-||mu|| / sigma), attained by the
+    direction mu itself. A Python float for Python inputs.
+
+    >>> round(bayes_error(1.0), 6)
+    0.158655
+    """
+    if isinstance(signal, float | int) and isinstance(noise_scale, float | int):
+        clean = 0.5 * math.erfc(signal / noise_scale / math.sqrt(2.0))
+        return label_noise + (1.0 - 2.0 * label_noise) * clean
+    clean = _normal.cdf(-jnp.asarray(signal) / noise_scale)
+    return label_noise + (1.0 - 2.0 * label_noise) * clean

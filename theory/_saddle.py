@@ -19,10 +19,14 @@ S at once, reaching a_j v_ji = y_i and, by balancedness, a_j^2 = ||v_j||^2 = ||y
 a_j = s_j sqrt(n ||D_j||). Fitted samples have r_i = 0 and drop out of every other D.
 """
 
+import math
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
+
+from .checks import check_plus_minus_one, check_shape
 
 
 class SaddleJumps(eqx.Module):
@@ -74,25 +78,17 @@ class SaddleJumps(eqx.Module):
             self.num_jumps > 0, self.plateaus[self.num_jumps - 1], self.initial_plateau
         )
 
+    def gd_epochs(self, *, time_scale, learning_rate) -> Float[Array, ""]:
+        """Gradient-descent steps to the last jump: GD with step eta reaches rescaled time
+        k eta / tau after k steps, so t_K is reached after tau t_K / eta steps."""
+        return time_scale * self.last_time / learning_rate
+
 
 def _check_inputs(y, signs, directions):
-    if jnp.ndim(y) != 1:
-        raise ValueError(f"`y` must have shape (n,), got {jnp.shape(y)}")
-    if jnp.ndim(signs) != 1:
-        raise ValueError(f"`signs` must have shape (m,), got {jnp.shape(signs)}")
-    expected = (jnp.shape(signs)[0], jnp.shape(y)[0])
-    if jnp.shape(directions) != expected:
-        raise ValueError(
-            f"`directions` must have shape (m, n) = {expected} to match `signs` and `y`, "
-            f"got {jnp.shape(directions)}"
-        )
-    ok = jnp.all(jnp.abs(signs) == 1)
-    message = "`signs` must take values in {-1, +1}"
-    if isinstance(ok, jax.core.Tracer):
-        return eqx.error_if(signs, ~ok, message)
-    if not bool(ok):
-        raise ValueError(message)
-    return signs
+    check_shape("y", y, (None,))
+    check_shape("signs", signs, (None,))
+    check_shape("directions", directions, (jnp.shape(signs)[0], jnp.shape(y)[0]))
+    return check_plus_minus_one("signs", signs)
 
 
 def saddle_jumps(
@@ -120,10 +116,11 @@ def saddle_jumps(
     a leading seed axis for batches. Bad shapes or signs raise `ValueError` (under an outer
     `jit`, bad signs raise through `eqx.error_if`).
 
-    ```python
-    pred = saddle_jumps(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[0.3]]))
-    # one neuron, one sample: D = 1, t_1 = 1, a = 1, cost = 1
-    ```
+    One neuron, one sample: D = 1, so t_1 = 1, a = 1 and the cost is 1.
+
+    >>> pred = saddle_jumps(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[0.3]]))
+    >>> float(pred.times[0]), float(pred.cost), int(pred.num_jumps)
+    (1.0, 1.0, 1)
     """
     return _saddle_jumps(y, _check_inputs(y, signs, directions), directions)
 
@@ -196,6 +193,10 @@ def predicted_exponents(prediction: SaddleJumps, ts: Float[Array, " T"]) -> Floa
     ell_j(0) = -1 and ell_j grows at `rates[k, j]` on (t_{k-1}, t_k); a neuron that fires
     stays at ell = 0. After the last jump no neuron has unfitted support, so the exponents
     stop. `jax.vmap`-able over seeds.
+
+    >>> pred = saddle_jumps(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[0.3]]))
+    >>> predicted_exponents(pred, jnp.array([0.0, 0.5, 2.0]))[:, 0].tolist()
+    [-1.0, -0.5, 0.0]
     """
     real = prediction.neurons >= 0
     starts = jnp.concatenate([jnp.zeros((1,)), jnp.where(real, prediction.times, jnp.inf)[:-1]])
@@ -214,10 +215,12 @@ def min_norm_cost(y: Float[Array, " n"]) -> Float[Array, ""]:
     sum_{a_j>0} ||c_j|| >= ||sum_{a_j>0} c_j|| >= ||y_+||, and likewise for y_-.
     Attained by one neuron per sign: a = sqrt(||y_+||), w = sum_{y_i>0} (y_i / a) x_i, and the
     same for y_- with a < 0.
+
+    >>> float(min_norm_cost(jnp.array([3.0, 4.0, -1.0])))
+    6.0
     """
     y = jnp.asarray(y)
-    if y.ndim != 1:
-        raise ValueError(f"`y` must have shape (n,), got {y.shape}")
+    check_shape("y", y, (None,))
     pos = jnp.where(y > 0, y, 0.0)
     neg = jnp.where(y < 0, y, 0.0)
     return jnp.linalg.norm(pos) + jnp.linalg.norm(neg)
@@ -231,12 +234,13 @@ def coverage_width(n, delta=1e-4):
     with probability 3/4, so a union bound gives P(some sample uncovered) <= n (3/4)^m.
     With delta = 1e-4 this is the paper's m = ceil(ln(1e4 n) / ln(4/3)); n = 32 gives 45.
     Returns a Python int for Python inputs, a JAX integer array otherwise.
+
+    >>> coverage_width(32)
+    45
     """
     if isinstance(n, int) and isinstance(delta, float | int):
         if n < 1 or not 0 < delta < 1:
             raise ValueError(f"need n >= 1 and delta in (0, 1), got n={n}, delta={delta}")
-        import math
-
         return math.ceil(math.log(n / delta) / math.log(4 / 3) - 1e-12)
     return jnp.ceil(jnp.log(n / delta) / jnp.log(4.0 / 3.0) - 1e-12).astype(int)
 
@@ -251,6 +255,11 @@ def crossing_times(
     predicted plateaus k-1 and k (plateau 0 = mean(y^2)/2), interpolated linearly in log-loss
     between save times. `nan` where the loss never crosses within `ts`, or after the last
     predicted jump. `jax.vmap`-able over seeds.
+
+    >>> pred = saddle_jumps(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[0.3]]))
+    >>> ts = jnp.array([0.0, 1.0, 2.0]); loss = jnp.array([0.5, 0.5, 0.0])
+    >>> float(crossing_times(ts, loss, pred)[0])  # below 0.25 between t = 1 and t = 2
+    2.0
     """
     before = jnp.concatenate([prediction.initial_plateau[None], prediction.plateaus[:-1]])
     levels = 0.5 * (before + prediction.plateaus)
@@ -273,8 +282,8 @@ def crossing_times(
 def jump_time_grid(
     prediction: SaddleJumps,
     t1,
-    log_inv_alpha,
     *,
+    time_scale,
     num: int = 4000,
     window: float = 30.0,
     window_points: int = 256,
@@ -284,13 +293,18 @@ def jump_time_grid(
 
     At finite alpha a jump lasts ~ n / (log(1/alpha) ||y_S||) in the rescaled clock and lands
     O(1/log(1/alpha)) away from t_k, so at alpha = 10^-10000 it is far narrower than any
-    affordable uniform grid. Window k is t_k (1 +- w) with w = min(0.5, `window` /
-    log(1/alpha)), sampled at `window_points` points (clipped to [0, t1]). Returns the sorted
+    affordable uniform grid. With `time_scale` tau = log(1/alpha), window k is t_k (1 +- w)
+    with w = min(0.5, `window` / tau), sampled at `window_points` points (clipped to [0, t1]). Returns the sorted
     grid of `num` + K `window_points` times (K = min(m, n)), the last one `t1`; pass it to
     the flow and its loss to `crossing_times`. Padded (not real) jumps add copies of `t1`.
+
+    >>> pred = saddle_jumps(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[0.3]]))
+    >>> ts = jump_time_grid(pred, 2.0, time_scale=100.0, num=5, window_points=3)
+    >>> ts.tolist()
+    [0.0, 0.5, 0.7, 1.0, 1.0, 1.3, 1.5, 2.0]
     """
-    t1 = jnp.asarray(t1)
-    w = jnp.minimum(0.5, window / jnp.asarray(log_inv_alpha, t1.dtype))
+    t1 = jnp.asarray(t1, jnp.result_type(float))
+    w = jnp.minimum(0.5, window / jnp.asarray(time_scale, t1.dtype))
     centers = jnp.where(jnp.isfinite(prediction.times), prediction.times, t1)
     offsets = jnp.linspace(-1.0, 1.0, window_points, dtype=t1.dtype)
     local = centers[:, None] * (1.0 + w * offsets[None, :])

@@ -23,19 +23,58 @@ terms are left out (the paper's "approximately"). `corrected=False` gives the pa
 
 import diffrax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
-from ._hermite import hermite_coefficients
+from ._hermite import hermite_coefficients, hermite_energies
+from ._solution import RESULTS, Solution
+from .checks import check_activation
+
+
+class ODESolution(Solution):
+    """Result of the stage ODEs (`lotka_volterra`, `tensor_power`): the solution `ys` at the
+    times `ts`, diffrax's `result` (as a `RESULTS` item) and `stats` (steps, accepted and
+    rejected steps). After a failure the remaining values are `inf`, never silent NaNs."""
+
+    ts: Float[Array, " T"]
+    ys: Float[Array, "T ..."]
+
+
+def _solve(field, y0, ts, args, rtol, atol, throw) -> ODESolution:
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(field),
+        diffrax.Tsit5(),
+        t0=0.0,
+        t1=ts[-1],
+        dt0=None,
+        y0=y0,
+        args=args,
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        max_steps=100_000,
+        throw=False,
+    )
+    stats = {k: sol.stats[k] for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")}
+    out = ODESolution(ts=ts, ys=sol.ys, result=RESULTS.promote(sol.result), stats=stats)
+    return out.raise_if_failed(throw)
 
 
 def mass_equilibrium(c0, r, weight_decay):
-    """alpha~* = r - lambda / (2 c_0^2), the fixed point of the mass ODE."""
+    """alpha~* = r - lambda / (2 c_0^2), the fixed point of the mass ODE.
+
+    >>> mass_equilibrium(1.0, 4, 2.0)
+    3.0
+    """
     return r - weight_decay / (2.0 * c0**2)
 
 
 def mass_ode(ts: Float[Array, " T"], alpha0, *, c0, r, weight_decay) -> Float[Array, " T"]:
     """The solution of d alpha~/dt = 4 c_0^2 alpha~ (K - alpha~), K = r - lambda / (2 c_0^2):
-    the logistic curve alpha~(t) = K / (1 + (K / alpha0 - 1) exp(-4 c_0^2 K t))."""
+    the logistic curve alpha~(t) = K / (1 + (K / alpha0 - 1) exp(-4 c_0^2 K t)).
+
+    >>> [round(v, 4) for v in mass_ode(jnp.array([0.0, 10.0]), 1.0, c0=1.0, r=4, weight_decay=2.0).tolist()]
+    [1.0, 3.0]
+    """  # noqa: E501
     K = mass_equilibrium(c0, r, weight_decay)
     return K / (1.0 + (K / alpha0 - 1.0) * jnp.exp(-4.0 * c0**2 * K * ts))
 
@@ -63,64 +102,76 @@ def lotka_volterra(
     d: int,
     weight_decay,
     corrected: bool = True,
-) -> Float[Array, "T 2"]:
+    throw: bool = False,
+) -> ODESolution:
     """(beta_1, beta_2) at the times `ts` (from t = 0) under the module docstring's ODEs, solved
-    with diffrax (Tsit5, rtol = atol = 1e-10). `corrected=False` drops the -2 c_2^2 beta_2
-    term, as the paper writes it. `weight_decay` may be an array; jit- and vmap-able."""
+    with diffrax (Tsit5, rtol = atol = 1e-10): `ys` (T, 2). `corrected=False` drops the
+    -2 c_2^2 beta_2 term, as the paper writes it. `weight_decay` may be an array; jit- and
+    vmap-able.
+
+    At lambda = 0 the relevant mass beta_1 goes to 1 and beta_2 to 0:
+
+    >>> sol = lotka_volterra(jnp.array([0.0, 50.0]), jnp.array([0.01, 0.01]), c0=0.5, c2=0.5,
+    ...                      r=2, d=4, weight_decay=0.0)
+    >>> bool(sol.ok), [round(v, 3) for v in sol.ys[-1].tolist()]
+    (True, [1.0, 0.005])
+    """
     args = (c0, c2, r, d, weight_decay, jnp.asarray(1.0 if corrected else 0.0))
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(_lv_field),
-        diffrax.Tsit5(),
-        t0=0.0,
-        t1=ts[-1],
-        dt0=None,
-        y0=jnp.asarray(beta0, float),
-        args=args,
-        saveat=diffrax.SaveAt(ts=ts),
-        stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10),
-        max_steps=100_000,
-    )
-    return sol.ys
+    ts = jnp.asarray(ts, jnp.result_type(float))
+    return _solve(_lv_field, jnp.asarray(beta0, ts.dtype), ts, args, 1e-10, 1e-10, throw)
 
 
 def mass_ratio(beta, *, c0, c2, r: int, d: int):
     """q(t) = c_0^2 (d - r) beta_2 / ((c_0^2 r + c_2^2) beta_1): irrelevant against relevant
-    mass, weighted by their degree-0 and degree-2 pull; the paper bounds it by (d/r) e^(-rho t)."""
+    mass, weighted by their degree-0 and degree-2 pull; the paper bounds it by (d/r) e^(-rho t).
+
+    >>> float(mass_ratio(jnp.array([1.0, 0.5]), c0=1.0, c2=1.0, r=1, d=3))
+    0.5
+    """
     return c0**2 * (d - r) * beta[..., 1] / ((c0**2 * r + c2**2) * beta[..., 0])
 
 
-def tensor_power(ts, p0, *, name: str, max_degree: int = 40):
+def tensor_power(
+    ts, p0, *, activation: str, max_degree: int = 40, throw: bool = False
+) -> ODESolution:
     """p(t) under dp/dt = 2 (1 - p) sum_{j>=2} 2j c_{2j}^2 p^j, the alignment of a neuron with
     one target direction (p = squared coordinate of its direction in the target subspace),
-    truncated at degree `max_degree`. From p0, e.g. the best initial neuron's 2 log(m) / r."""
-    c = hermite_coefficients(name, max_degree)
+    truncated at degree `max_degree`; `ys` (T,). From p0, e.g. the best initial neuron's
+    2 log(m) / r. p = 1 is the fixed point, and p rises monotonically towards it:
+
+    >>> sol = tensor_power(jnp.array([0.0, 1.0, 100.0]), 0.5, activation="abs")
+    >>> bool(sol.ok), bool(sol.ys[1] > 0.5), round(float(sol.ys[-1]), 3)
+    (True, True, 1.0)
+    """
+    check_activation(activation)
+    c = hermite_coefficients(activation, max_degree)
     js = jnp.arange(2, max_degree // 2 + 1)
     weights = 2.0 * js * c[2 * js] ** 2
 
     def field(t, p, args):
         return 2.0 * (1.0 - p) * jnp.sum(weights * p**js)
 
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(field),
-        diffrax.Tsit5(),
-        t0=0.0,
-        t1=ts[-1],
-        dt0=None,
-        y0=jnp.asarray(p0, float),
-        saveat=diffrax.SaveAt(ts=ts),
-        stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12),
-        max_steps=100_000,
-    )
-    return sol.ys
+    ts = jnp.asarray(ts, jnp.result_type(float))
+    return _solve(field, jnp.asarray(p0, ts.dtype), ts, None, 1e-10, 1e-12, throw)
 
 
 def _first_time(ts, ok):
     return jnp.where(jnp.any(ok), ts[jnp.argmax(ok)], jnp.inf)
 
 
+class StageTimes(Solution):
+    """Result of `stage_times`: the predicted times `tau_0`, `tau_2`, `tau_4` (`inf` past the
+    horizon), with the `result` and `stats` of the ODE solves behind them (the first failure,
+    and the steps of both solves added)."""
+
+    tau_0: Float[Array, ""]
+    tau_2: Float[Array, ""]
+    tau_4: Float[Array, ""]
+
+
 def stage_times(
     *,
-    name: str,
+    activation: str,
     r: int,
     d: int,
     m: int,
@@ -130,24 +181,71 @@ def stage_times(
     eps: float = 0.1,
     horizon: float = 1e3,
     points: int = 20_001,
-) -> dict:
+    throw: bool = False,
+) -> StageTimes:
     """Predicted stage times, from the ODEs above and a uniform start (beta = alpha0 / d):
 
     - tau_0: alpha~ covers (1 - eta) of the way to its equilibrium (closed form).
     - tau_2: q(t) <= eta under the corrected Lotka-Volterra system.
     - tau_4: tau_2 + the time the tensor-power ODE takes from p0 = 2 log(m) / r to 1 - eps.
+
     Times past `horizon` are `inf`.
+
+    >>> st = stage_times(activation="abs", r=4, d=20, m=40, weight_decay=0.4)
+    >>> bool(st.ok), bool(0 < st.tau_0 < st.tau_2 < st.tau_4)
+    (True, True)
     """
-    c = hermite_coefficients(name, 2)
+    c = hermite_coefficients(activation, 2)
     c0, c2 = c[0], c[2]
     K = mass_equilibrium(c0, r, weight_decay)
     target = alpha0 + (1.0 - eta) * (K - alpha0)
     tau0 = jnp.log((K / alpha0 - 1.0) / (K / target - 1.0)) / (4.0 * c0**2 * K)
     ts = jnp.linspace(0.0, horizon, points)
-    beta = lotka_volterra(
-        ts, jnp.array([alpha0 / d, alpha0 / d]), c0=c0, c2=c2, r=r, d=d, weight_decay=weight_decay
-    )
-    tau2 = _first_time(ts, mass_ratio(beta, c0=c0, c2=c2, r=r, d=d) <= eta)
-    p = tensor_power(ts, jnp.minimum(2.0 * jnp.log(m) / r, 0.99), name=name)
-    tau4 = tau2 + _first_time(ts, p >= 1.0 - eps)
-    return {"tau_0": tau0, "tau_2": tau2, "tau_4": tau4}
+    beta0 = jnp.array([alpha0 / d, alpha0 / d])
+    lv = lotka_volterra(ts, beta0, c0=c0, c2=c2, r=r, d=d, weight_decay=weight_decay)
+    tau2 = _first_time(ts, mass_ratio(lv.ys, c0=c0, c2=c2, r=r, d=d) <= eta)
+    tp = tensor_power(ts, jnp.minimum(2.0 * jnp.log(m) / r, 0.99), activation=activation)
+    tau4 = tau2 + _first_time(ts, tp.ys >= 1.0 - eps)
+    result = RESULTS.where(lv.ok, tp.result, lv.result)
+    stats = {k: lv.stats[k] + tp.stats[k] for k in lv.stats}
+    out = StageTimes(tau_0=tau0, tau_2=tau2, tau_4=tau4, result=result, stats=stats)
+    return out.raise_if_failed(throw)
+
+
+def weight_decay_plateaus(activation: str, r: int, weight_decay) -> Float[Array, " 3"]:
+    """The loss plateaus after stages 0, 2 and >= 4 under weight decay lambda: the
+    weight-decay-free plateaus of `hermite_energies` (1/2 (E_2 + E_>=4), 1/2 E_>=4, 0) plus
+    the degree-0 loss that the mass equilibrium alpha~* = r - lambda / (2 c_0^2) leaves,
+    c_0^2 (alpha~* - r)^2 / 2 = lambda^2 / (8 c_0^2).
+
+    >>> [round(v, 4) for v in weight_decay_plateaus("abs", 1, 0.0).tolist()]
+    [0.1817, 0.0225, 0.0]
+    """
+    e = hermite_energies(activation, r)
+    c0 = hermite_coefficients(activation, 0)[0]
+    bias = jnp.asarray(weight_decay) ** 2 / (8.0 * c0**2)
+    return jnp.stack([e.plateau_0 + bias, e.plateau_2 + bias, bias * jnp.ones_like(e.E0)])
+
+
+def measured_stage_times(
+    ts, alpha, q, alignment, *, equilibrium, eta: float = 0.1, eps: float = 0.1
+) -> np.ndarray:
+    """The stage times of a simulation, measured the way `stage_times` predicts them: the
+    first save time at which alpha~ is past (1 - eta) of the way from alpha~(0) to
+    `equilibrium`, at which q(t) < eta, and at which the best neurons' mean alignment is
+    above 1 - eps; `inf` where it never happens. NumPy in, NumPy out (a measurement).
+
+    >>> ts = np.array([0.0, 1.0, 2.0, 3.0])
+    >>> measured_stage_times(ts, np.array([1.0, 2.0, 3.0, 3.0]), np.array([1.0, 0.5, 0.05, 0.01]),
+    ...                      np.array([0.1, 0.2, 0.5, 0.95]), equilibrium=3.0).tolist()
+    [2.0, 2.0, 3.0]
+    """
+    ts, alpha = np.asarray(ts), np.asarray(alpha)
+
+    def first(ok):
+        hit = np.flatnonzero(ok)
+        return float(ts[hit[0]]) if hit.size else float("inf")
+
+    level = alpha[0] + (1.0 - eta) * (equilibrium - alpha[0])
+    q, alignment = np.asarray(q), np.asarray(alignment)
+    return np.array([first(alpha > level), first(q < eta), first(alignment > 1.0 - eps)])

@@ -1,0 +1,92 @@
+"""The Lawson-Hanson active-set method for nonnegative quadratic programs,
+
+    min_lam 1/2 lam^T G lam - b^T lam   subject to   lam >= 0   (G positive semidefinite),
+
+in plain XLA operations (jit- and vmap-able), and the Cholesky solve it uses. It terminates
+in finitely many steps at an exact KKT point. `theory.max_margin` solves its dual with it.
+"""
+
+import jax
+import jax.numpy as jnp
+
+
+def spd_solve(M, b):
+    """M^{-1} b for symmetric positive definite M by Cholesky, in plain XLA operations.
+
+    Deliberately not `jnp.linalg.solve`: LAPACK custom calls inside a sharded program that
+    also runs a long loop were seen to deadlock on XLA:CPU (see `integrators.sweep`), and this
+    solver runs inside such programs. NaN where M is not positive definite.
+
+    >>> spd_solve(jnp.array([[4.0, 0.0], [0.0, 2.0]]), jnp.array([2.0, 1.0])).tolist()
+    [0.5, 0.5]
+    """
+    n = b.shape[0]
+    idx = jnp.arange(n)
+
+    def column(j, L):
+        v = M[:, j] - L @ L[j, :]
+        diag = jnp.sqrt(v[j])
+        return L.at[:, j].set(jnp.where(idx > j, v / diag, jnp.where(idx == j, diag, 0.0)))
+
+    L = jax.lax.fori_loop(0, n, column, jnp.zeros_like(M))
+
+    def forward(i, z):
+        return z.at[i].set((b[i] - L[i, :] @ z) / L[i, i])
+
+    def backward(k, x):
+        i = n - 1 - k
+        return x.at[i].set((z[i] - L[:, i] @ x) / L[i, i])
+
+    z = jax.lax.fori_loop(0, n, forward, jnp.zeros_like(b))
+    return jax.lax.fori_loop(0, n, backward, jnp.zeros_like(b))
+
+
+def nnqp(G, b, tol, max_iter):
+    """Lawson-Hanson active set for min 1/2 lam^T G lam - b^T lam, lam >= 0 (G PSD).
+
+    Returns `(lam, passive, iterations)`: the minimizer, its support and the number of inner
+    iterations; the loops stop once no inactive constraint has a gradient above `tol`, after
+    `max_iter` iterations, or when lam becomes non-finite (G singular on the support).
+
+    >>> lam, passive, it = nnqp(jnp.eye(2), jnp.array([1.0, -1.0]), 1e-12, 20)
+    >>> lam.tolist(), passive.tolist()
+    ([1.0, 0.0], [True, False])
+    """
+    n = b.shape[0]
+    eye = jnp.eye(n, dtype=G.dtype)
+
+    def solve_on(passive):
+        both = passive[:, None] & passive[None, :]
+        M = jnp.where(both, G, eye)
+        return jnp.where(passive, spd_solve(M, jnp.where(passive, b, 0.0)), 0.0)
+
+    def inner(state):
+        lam, passive, it, _ = state
+        s = solve_on(passive)
+        bad = passive & (s <= 0)
+        ratio = jnp.where(bad, lam / jnp.where(bad, lam - s, 1.0), jnp.inf)
+        block = jnp.argmin(ratio)
+        step = jnp.minimum(1.0, ratio[block])
+        lam = jnp.where(jnp.any(bad), (lam + step * (s - lam)).at[block].set(0.0), s)
+        passive = passive & (lam > 0)
+        return jnp.where(passive, lam, 0.0), passive, it + 1, jnp.any(bad)
+
+    def outer_cond(state):
+        lam, passive, it = state
+        w = b - G @ lam
+        return (it < max_iter) & jnp.any(~passive & (w > tol)) & jnp.all(jnp.isfinite(lam))
+
+    def outer(state):
+        lam, passive, it = state
+        w = b - G @ lam
+        j = jnp.argmax(jnp.where(passive, -jnp.inf, w))
+        passive = passive.at[j].set(True)
+        lam, passive, it, _ = jax.lax.while_loop(
+            lambda s: s[3] & (s[2] < max_iter) & jnp.all(jnp.isfinite(s[0])),
+            inner,
+            inner((lam, passive, it, True)),
+        )
+        return lam, passive, it
+
+    init = (jnp.zeros((n,), G.dtype), jnp.zeros((n,), bool), jnp.zeros((), jnp.int32))
+    return jax.lax.while_loop(outer_cond, outer, init)

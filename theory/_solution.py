@@ -1,0 +1,56 @@
+"""One solution convention for everything that integrates or iterates.
+
+As in optimistix and diffrax: a result is an Equinox module with `result` (an item of
+`RESULTS`), an `ok` property (`result == RESULTS.successful`, a boolean array under `vmap`)
+and a `stats` dict (steps, and accepted/rejected steps where they exist). Functions that
+return one take `throw=False`; with `throw=True` a failed solve raises instead (eagerly, or
+through `eqx.error_if` under `jit`).
+"""
+
+import diffrax
+import equinox as eqx
+
+
+class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
+    """diffrax's `RESULTS` (and optimistix's), plus the outcomes of gradient descent and of
+    convex programs. A diffrax result converts with `RESULTS.promote(sol.result)`.
+
+    >>> RESULTS.promote(diffrax.RESULTS.successful) == RESULTS.successful
+    Array(True, dtype=bool)
+    """
+
+    diverged = (
+        "The iteration diverged: the loss became non-finite or exceeded `max_loss`. "
+        "Try a smaller `learning_rate`."
+    )
+    infeasible = "The program is infeasible: no point satisfies its constraints."
+
+
+class Solution(eqx.Module):
+    """Base of every solution: `result`, `stats` and the `ok` property.
+
+    >>> sol = Solution(result=RESULTS.successful, stats={"num_steps": 3})
+    >>> bool(sol.ok)
+    True
+    """
+
+    result: RESULTS
+    stats: dict
+
+    @property
+    def ok(self):
+        """True where `result` is `RESULTS.successful` (a boolean array under `vmap`)."""
+        return self.result == RESULTS.successful
+
+    def raise_if_failed(self, throw: bool = True):
+        """`self`, or with `throw` an error carrying `result`'s message where it failed
+        (eagerly, or through `eqx.error_if` under `jit`). Solvers end with
+        `return solution.raise_if_failed(throw)`.
+
+        >>> Solution(result=RESULTS.diverged, stats={}).raise_if_failed(False).ok
+        Array(False, dtype=bool)
+        """
+        if not throw:
+            return self
+        return self.result.error_if(self, ~self.ok)
+

@@ -1,0 +1,189 @@
+"""Argument checks shared by every package of the engine (public: `dynamics`, `integrators`
+and `benchmarks` import them from here, and so may a researcher's own code).
+
+Shape problems raise `ValueError` at trace time. Value problems raise `ValueError` when the
+value is concrete (eager calls, Python and NumPy numbers) and go through `eqx.error_if` under
+`jit`/`vmap`. Every message names the argument, what was expected and what was given.
+
+>>> check_shape("y", jnp.zeros(3), (3,))
+>>> check_shape("y", jnp.zeros((3, 1)), (3,))
+Traceback (most recent call last):
+ValueError: `y` must have shape (3,), got (3, 1)
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "ACTIVATIONS",
+    "is_concrete",
+    "check_value",
+    "check_shape",
+    "check_alpha",
+    "check_time_scale",
+    "check_orthonormal_rows",
+    "check_representable",
+    "check_plus_minus_one",
+    "check_gamma",
+    "check_activation",
+]
+
+ACTIVATIONS = ("abs", "relu", "gelu", "swish")
+
+
+def is_concrete(x) -> bool:
+    """True when `x` holds a value now (not a tracer inside `jit`/`vmap`).
+
+    >>> is_concrete(1.0), is_concrete(jnp.ones(2))
+    (True, True)
+    """
+    return not isinstance(x, jax.core.Tracer)
+
+
+def check_value(x, ok, message: str):
+    """Raise `ValueError(message)` when `ok` is False; under `jit` use `eqx.error_if`.
+
+    `ok` is a boolean (or boolean array, reduced with `all`) computed from `x`. Returns `x`,
+    which callers must use so that the runtime check stays in the traced program.
+
+    >>> check_value(2.0, 2.0 > 0, "`x` must be > 0, got 2.0")
+    2.0
+    """
+    if is_concrete(ok):
+        if not bool(np.all(np.asarray(ok))):
+            raise ValueError(message)
+        return x
+    return eqx.error_if(x, ~jnp.all(ok), message)
+
+
+def check_shape(name: str, x, shape: tuple) -> None:
+    """Raise `ValueError` unless `x.shape` matches `shape` (`None` entries match anything).
+
+    >>> check_shape("W", jnp.zeros((4, 2)), (None, 2))
+    """
+    actual = jnp.shape(x)
+    mismatch = len(actual) != len(shape) or any(
+        s is not None and s != a for s, a in zip(shape, actual, strict=True)
+    )
+    if mismatch:
+        expected = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+        raise ValueError(f"`{name}` must have shape {expected}, got {tuple(actual)}")
+
+
+def _shown(x) -> str:
+    """A value for an error message: the number when concrete and scalar, else a description."""
+    if is_concrete(x) and np.ndim(x) == 0:
+        return f"{float(np.asarray(x)):g}"
+    return "an array" if is_concrete(x) else "a traced value"
+
+
+def check_alpha(alpha, dtype) -> None:
+    """`alpha` must lie in (0, 1), and `alpha**2` (the scale of the first gradients) must not
+    underflow `dtype`: alpha = 1e-30 is fine in float64 and underflows float32.
+
+    >>> check_alpha(0.5, jnp.float32)
+    >>> check_alpha(1e-30, jnp.float32)
+    Traceback (most recent call last):
+    ValueError: `alpha`=1e-30 underflows float32: alpha**2 = 1e-60 is below its smallest normal number 1.17549e-38. Enable float64 with `jax.config.update('jax_enable_x64', True)` and pass `dtype=jnp.float64`.
+    """  # noqa: E501
+    if not is_concrete(alpha):
+        return
+    a = float(np.asarray(alpha))
+    if not 0.0 < a < 1.0:
+        raise ValueError(f"`alpha` must lie in (0, 1), got {a}")
+    tiny = float(jnp.finfo(dtype).tiny)
+    if a * a < tiny:
+        raise ValueError(
+            f"`alpha`={a:g} underflows {jnp.dtype(dtype).name}: alpha**2 = {a * a:g} is below "
+            f"its smallest normal number {tiny:g}. Enable float64 with "
+            "`jax.config.update('jax_enable_x64', True)` and pass `dtype=jnp.float64`."
+        )
+
+
+def check_time_scale(time_scale, dtype=None):
+    """The time scale tau (= log(1/alpha) in the saddle-to-saddle clock) must be finite and
+    > 0; returns it as an array of `dtype` (`ValueError` when concrete, `eqx.error_if` under
+    `jit`).
+
+    >>> float(check_time_scale(2.0))
+    2.0
+    >>> check_time_scale(-1.0)
+    Traceback (most recent call last):
+    ValueError: `time_scale` must be finite and > 0, got -1
+    """
+    tau = jnp.asarray(time_scale, dtype)
+    ok = jnp.isfinite(tau) & (tau > 0)
+    return check_value(tau, ok, f"`time_scale` must be finite and > 0, got {_shown(time_scale)}")
+
+
+def check_orthonormal_rows(name: str, X, atol: float = 1e-6):
+    """Check that the rows of `X` (n, d) are orthonormal: X X^T = I_n to `atol`; returns `X`.
+
+    >>> X = check_orthonormal_rows("X", jnp.eye(2, 3))
+    """
+    n = jnp.shape(X)[0]
+    gram = X @ X.T
+    err = jnp.max(jnp.abs(gram - jnp.eye(n, dtype=gram.dtype)))
+    return check_value(
+        X, err <= atol, f"the rows of `{name}` must be orthonormal (X X^T = I to {atol:g})"
+    )
+
+
+def check_representable(a, W) -> None:
+    """Refuse parameters whose first gradients underflow their dtype.
+
+    A neuron's gradient scales as |a_j| ||w_j||; in float32 a balanced init at alpha = 1e-30
+    has gradients of 1e-60, which are exactly 0, so nothing would ever move.
+
+    >>> check_representable(jnp.ones(2), jnp.ones((2, 3)))
+    """
+    if not (is_concrete(a) and is_concrete(W)):
+        return
+    size = np.abs(np.asarray(a, dtype=np.float64))
+    w = np.linalg.norm(np.asarray(W, dtype=np.float64), axis=-1)
+    product = size * w
+    tiny = float(jnp.finfo(jnp.asarray(a).dtype).tiny)
+    if np.all(product[product > 0] < tiny) and np.any(product > 0):
+        raise ValueError(
+            f"the parameters underflow {jnp.asarray(a).dtype}: every |a_j| ||w_j|| is below "
+            f"{tiny:g}, so every gradient is 0. Enable float64 "
+            "(`jax.config.update('jax_enable_x64', True)`)."
+        )
+
+
+def check_plus_minus_one(name: str, x):
+    """`x` must take values in {-1, +1} (labels of a two-class problem, second-layer signs);
+    returns `x`.
+
+    >>> y = check_plus_minus_one("y", jnp.array([1.0, -1.0]))
+    >>> check_plus_minus_one("y", jnp.array([1.0, 0.5]))
+    Traceback (most recent call last):
+    ValueError: `y` must take values in {-1, +1}
+    """
+    return check_value(x, jnp.all(jnp.abs(jnp.asarray(x)) == 1), f"`{name}` must take values in {{-1, +1}}")
+
+
+def check_gamma(gamma) -> None:
+    """The leaky-ReLU slope must lie in (0, 1) (`ValueError`; traced values are not checked).
+
+    >>> check_gamma(0.1)
+    >>> check_gamma(1.5)
+    Traceback (most recent call last):
+    ValueError: `gamma` must lie in (0, 1), got 1.5
+    """
+    if is_concrete(gamma) and np.ndim(gamma) == 0 and not 0.0 < float(np.asarray(gamma)) < 1.0:
+        raise ValueError(f"`gamma` must lie in (0, 1), got {_shown(gamma)}")
+
+
+def check_activation(activation: str) -> None:
+    """The multi-index paper's activations: one of `ACTIVATIONS`.
+
+    >>> check_activation("abs")
+    >>> check_activation("tanh")
+    Traceback (most recent call last):
+    ValueError: `activation` must be one of ('abs', 'relu', 'gelu', 'swish'), got 'tanh'
+    """
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"`activation` must be one of {ACTIVATIONS}, got {activation!r}")
