@@ -3,8 +3,8 @@
 Target f*(x) = sum_{j<=r} sigma(<w*_j, x>) with orthonormal w*_j; network
 f_W(x) = (1/m) sum_i ||w_i||^2 sigma(<w_i / ||w_i||, x>); inputs x ~ N(0, I_d); loss
 L = 1/2 E (f_W - f*)^2 (population, in closed form) or its mean over n samples. sigma is
-`theory.activation_function(activation)`: |z| by default, or the even part of ReLU, GeLU, Swish (what the
-paper's symmetric initialization makes the network see; see `theory.activation_function`).
+`theory.activation_function(activation)`: |z| by default, or the even part of ReLU, GeLU,
+Swish (what the paper's symmetric initialization makes the network see).
 
 **Population loss.** With k(rho) = E sigma(u.x) sigma(v.x) for unit u, v, rho = <u, v>,
 

@@ -3,9 +3,9 @@
     dw_i/dt = -lambda_t w_i - m grad_{w_i} L(W),   lambda_t = lambda for t < t_off, else 0,
 
 with L the closed-form population loss (`dynamics.population_loss`) or the mean over n
-samples (`dynamics.sample_loss`, in batches). Integrated with diffrax (Tsit5 and a PID controller by default,
-the switch t_off passed as a jump time). The observables of the staircase paper are saved at
-the requested times: the population loss, the mass alpha~ = (1/m) sum ||w_i||^2, beta_1 and
+samples (`dynamics.sample_loss`, in batches). Integrated with diffrax (Tsit5 and a PID
+controller by default, the switch t_off passed as a jump time). The observables of the
+staircase paper are saved at the requested times: the population loss, the mass alpha~ = (1/m) sum ||w_i||^2, beta_1 and
 beta_2 (mean squared coordinate over the r relevant / d - r irrelevant coordinates, for the
 standard target w*_j = e_j or in the basis of the target's directions), and per target
 direction the best neuron's alignment max_i <w_i / ||w_i||, w*_k>^2.

@@ -25,7 +25,7 @@ def make(key, alpha, steps):
 
 def run(instance, alpha, steps):
     X, y, model = instance
-    sol = gradient_descent(model, X, y, learning_rate=0.5, tol=0.0, max_steps=steps)
+    sol = gradient_descent(X, y, model, learning_rate=0.5, tol=0.0, max_steps=steps)
     return {"loss": sol.loss, "a": sol.model.a, "final_loss": sol.final_loss}
 
 

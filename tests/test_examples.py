@@ -9,6 +9,7 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, expected",
     [

@@ -1,23 +1,21 @@
-import json
-
 import numpy as np
-from bench import run_module
+from bench import run_quick
 
 
 def _quick(out):
-    proc = run_module("jump_times", "--quick", "--out", str(out))
-    assert proc.returncode == 0, proc.stderr
-    assert "median err" in proc.stdout
-    assert "2/2 chunks" in proc.stderr and "ETA" in proc.stderr  # progress
-    return json.loads((out / "results.json").read_text())
+    stdout, results = run_quick("jump_times", out)
+    assert "median err" in stdout
+    return results
 
 
 def test_quick_run_end_to_end_and_resume(tmp_path):
     out = tmp_path / "jt"
     results = _quick(out)
     assert (out / "staircase.png").stat().st_size > 10_000
-    assert {"benchmark", "config", "wall_seconds", "summary", "runs"} <= results.keys()
+    keys = {"benchmark", "config", "environment", "wall_seconds", "summary", "runs", "sweep"}
+    assert keys <= results.keys()
     assert results["config"]["base_seed"] == 0
+    assert results["failed_solves"] == [0, 0] and results["failed_chunks"] == [[], []]
     summary = results["summary"]
     assert [e["log10_inv_alpha"] for e in summary] == [10, 30]
     for e in summary:
@@ -46,6 +44,7 @@ def test_quick_run_end_to_end_and_resume(tmp_path):
     again = _quick(out)
     assert again["sweep"]["computed_chunks"] == 0
     assert again["sweep"]["loaded_chunks"] == results["sweep"]["computed_chunks"]
+    assert again["sweep"]["loaded_chunks"] == 2
     untimed = [{k: v for k, v in e.items() if k != "wall_seconds"} for e in summary]
     assert untimed == [
         {k: v for k, v in e.items() if k != "wall_seconds"} for e in again["summary"]

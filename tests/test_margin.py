@@ -4,16 +4,18 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from dynamics import (
-    LeakyReLUNet,
-    fixed_second_layer,
-    gaussian_mixture,
-    log_margin_loss,
-    margin_loss,
-    small_leaky_init,
+from dynamics import LeakyReLUNet, fixed_second_layer, gaussian_mixture
+from theory import (
+    RESULTS,
+    activation_pattern,
+    all_activated,
+    bayes_error,
+    effective_direction,
+    max_margin,
+    mixture_test_error,
+    one_minus_cos,
+    signal_regime,
 )
-from integrators import margin_gradient_descent, one_minus_cos
-from theory import all_activated, max_margin, mixture_test_error, signal_regime
 
 
 def _scipy_dual(X, y, a, gamma, pattern):
@@ -37,8 +39,8 @@ def test_max_margin_against_scipy_and_kkt(seed):
     # the all-activated pattern, and a random pattern (any pattern's program is a QP too)
     random_pattern = jax.random.bernoulli(jax.random.fold_in(key, 1), 0.5, (m, n))
     for pattern in (None, random_pattern):
-        mm = max_margin(X, y, a, gamma, pattern)
-        assert bool(mm.converged) and bool(mm.feasible)
+        mm = max_margin(X, y, a, gamma, pattern=pattern)
+        assert bool(mm.ok) and bool(mm.feasible) and mm.result == RESULTS.successful
         lam = _scipy_dual(X, y, a, gamma, mm.pattern)
         np.testing.assert_allclose(mm.dual, lam, atol=1e-9 * np.max(lam))
         # KKT: lam >= 0, margins >= 1, complementary slackness, zero duality gap
@@ -51,6 +53,14 @@ def test_max_margin_against_scipy_and_kkt(seed):
         f = jnp.sum(a[:, None] * slopes * (mm.W * mm.norm @ X.T), axis=0)
         np.testing.assert_allclose(y * f, mm.margins, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(jnp.linalg.norm(mm.W), 1.0, rtol=1e-12)
+        assert int(mm.stats["num_iterations"]) >= 1
+
+
+def test_max_margin_hand_case():
+    # one sample x = e_1 with y = 1 and one neuron a = 1: min ||w||^2 s.t. w_1 >= 1 is w = e_1
+    mm = max_margin(jnp.array([[1.0, 0.0]]), jnp.array([1.0]), jnp.array([1.0]), 0.5)
+    np.testing.assert_allclose(mm.W, [[1.0, 0.0]], atol=1e-15)
+    np.testing.assert_allclose([mm.norm, mm.dual[0]], [1.0, 1.0])
 
 
 def test_max_margin_is_jittable_and_vmaps():
@@ -58,7 +68,7 @@ def test_max_margin_is_jittable_and_vmaps():
     X, y, _, _ = jax.vmap(lambda k: gaussian_mixture(10, 40, signal=3.0, key=k))(keys)
     a = fixed_second_layer(4)
     mm = jax.jit(jax.vmap(lambda X, y: max_margin(X, y, a, 0.2)))(X, y)
-    assert mm.W.shape == (3, 4, 40) and bool(jnp.all(mm.converged))
+    assert mm.W.shape == (3, 4, 40) and bool(jnp.all(mm.ok))
 
 
 def test_infeasible_program_is_reported_not_nan():
@@ -66,8 +76,10 @@ def test_infeasible_program_is_reported_not_nan():
     # are opposite, so no W has both margins >= 1
     X, y = jnp.array([[1.0], [-1.0]]), jnp.array([1.0, 1.0])
     mm = max_margin(X, y, fixed_second_layer(2), 0.5)
-    assert not bool(mm.feasible)
+    assert not bool(mm.feasible) and mm.result == RESULTS.infeasible
     assert not bool(jnp.any(jnp.isnan(mm.W))) and not bool(jnp.any(jnp.isnan(mm.dual)))
+    with pytest.raises(Exception, match="infeasible"):
+        max_margin(X, y, fixed_second_layer(2), 0.5, throw=True)
 
 
 def test_bad_inputs_name_the_argument():
@@ -75,19 +87,12 @@ def test_bad_inputs_name_the_argument():
     a = fixed_second_layer(4)
     with pytest.raises(ValueError, match="gamma"):
         max_margin(X, y, a, 1.5)
-    with pytest.raises(ValueError, match="labels"):
+    with pytest.raises(ValueError, match="`y` must take values"):
         max_margin(X, 2.0 * y, a, 0.1)
     with pytest.raises(ValueError, match="`y`"):
         max_margin(X, y[:4], a, 0.1)
     with pytest.raises(ValueError, match="pattern"):
-        max_margin(X, y, a, 0.1, jnp.ones((3, 6), bool))
-    with pytest.raises(ValueError, match="gamma"):
-        LeakyReLUNet(jnp.zeros((4, 10)), a, 0.0)
-    with pytest.raises(ValueError, match="noise"):
-        gaussian_mixture(6, 10, signal=1.0, key=jax.random.PRNGKey(0), noise="cauchy")
-    net = small_leaky_init(4, 10, 0.1, scale=1e-8, key=jax.random.PRNGKey(1))
-    with pytest.raises(ValueError, match="labels"):
-        margin_gradient_descent(net, X, 0.5 * y, learning_rate=0.1, max_steps=10)
+        max_margin(X, y, a, 0.1, pattern=jnp.ones((3, 6), bool))
 
 
 def test_closed_form_test_error_matches_monte_carlo():
@@ -106,49 +111,34 @@ def test_closed_form_test_error_matches_monte_carlo():
         assert abs(mc - cf) < 4 * se, (label_noise, mc, cf, se)
 
 
-def test_strong_signal_activates_every_neuron_after_one_step():
-    X, y, _, _ = gaussian_mixture(20, 400, signal=15.0, key=jax.random.PRNGKey(0))
-    yx = y[:, None] * X
-    assert bool(jnp.all(yx @ yx.T >= 0))  # positively correlated
-    net = small_leaky_init(10, 400, 0.1, scale=1e-10, key=jax.random.PRNGKey(1))
-    assert not bool(all_activated(net.W, net.a, X, y))
-    eta = 1.0 / jnp.max(jnp.sum(X * X, axis=1))
-    sol = margin_gradient_descent(net, X, y, learning_rate=eta, max_steps=1, num_checkpoints=1)
-    assert bool(sol.activated[0]) and bool(all_activated(sol.model.W, net.a, X, y))
+def test_bayes_error_is_the_error_of_mu_itself():
+    mu = jnp.zeros(5).at[0].set(2.0)
+    W = jnp.zeros((2, 5)).at[0].set(mu)
+    np.testing.assert_allclose(mixture_test_error(W, fixed_second_layer(2), mu), bayes_error(2.0))
+    np.testing.assert_allclose(bayes_error(jnp.asarray(2.0)), bayes_error(2.0), rtol=1e-12)
+    assert bayes_error(0.0) == pytest.approx(0.5)
+    assert bayes_error(1.0, label_noise=0.1) == pytest.approx(0.1 + 0.8 * bayes_error(1.0))
 
 
-def test_long_normalized_gd_stays_finite_and_converges_in_direction():
-    X, y, _, _ = gaussian_mixture(20, 400, signal=15.0, key=jax.random.PRNGKey(0))
-    net = small_leaky_init(10, 400, 0.1, scale=1e-10, key=jax.random.PRNGKey(1))
-    eta = 1.0 / jnp.max(jnp.sum(X * X, axis=1))
-    sol = margin_gradient_descent(
-        net, X, y, learning_rate=eta, max_steps=100_000, num_checkpoints=51, normalized=True
+def test_patterns_direction_and_regime():
+    W = jnp.array([[1.0, -1.0], [0.5, 0.5]])
+    X = jnp.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])
+    np.testing.assert_array_equal(
+        activation_pattern(W, X), [[True, False, False], [True, True, False]]
     )
-    assert bool(jnp.all(jnp.isfinite(sol.log_loss))) and bool(jnp.all(jnp.isfinite(sol.W)))
-    assert float(sol.log_loss[-1]) < -1000  # L itself underflows to 0; log L does not
-    mm = max_margin(X, y, net.a, 0.1)
-    assert float(one_minus_cos(sol.W[-1], mm.W)) < 1e-7
-    assert bool(jnp.all(sol.activated))
-
-
-def test_losses_are_overflow_safe():
-    u = jnp.array([-800.0, 0.0, 900.0])
-    assert jnp.isfinite(log_margin_loss(u)) and jnp.isfinite(log_margin_loss(u, "logistic"))
-    np.testing.assert_allclose(log_margin_loss(u), 800.0 - np.log(3.0))
-    big = jnp.array([800.0, 900.0])
-    assert float(margin_loss(big)) == 0.0 and np.isclose(
-        float(log_margin_loss(big)), -800 - np.log(2) + np.log1p(np.exp(-100.0))
-    )
-    # log(1 + e^-u) = e^-u to 1e-300 relative here, so the two log-losses agree
-    np.testing.assert_allclose(log_margin_loss(big, "logistic"), log_margin_loss(big), rtol=1e-12)
-
-
-def test_mixture_noise_models_and_label_noise():
-    key = jax.random.PRNGKey(0)
-    for noise in ("gaussian", "rademacher", "student_t"):
-        X, y, mu, clean = gaussian_mixture(4000, 50, signal=2.0, key=key, noise=noise)
-        z = X - clean[:, None] * mu[None, :]
-        assert abs(float(jnp.var(z)) - 1.0) < 0.05, noise
-    _, y, _, clean = gaussian_mixture(20_000, 2, signal=1.0, key=key, label_noise=0.2)
-    assert abs(float(jnp.mean(y != clean)) - 0.2) < 0.01
+    a = jnp.array([1.0, -1.0])
+    np.testing.assert_allclose(effective_direction(W, a), [0.5, -1.5])
+    assert not bool(all_activated(W, a, X, jnp.array([1.0, 1.0, -1.0])))
+    assert bool(all_activated(jnp.array([[1.0, 0.0]]), jnp.ones(1), X[:1], jnp.ones(1)))
     assert float(signal_regime(20, 2.0, 400)) == pytest.approx(0.2)
+
+
+def test_one_minus_cos_hand_values_and_accuracy():
+    W = jnp.array([[1.0, 0.0]])
+    assert float(one_minus_cos(W, 3.0 * W)) == 0.0
+    assert float(one_minus_cos(W, jnp.array([[0.0, 1.0]]))) == pytest.approx(1.0)
+    assert float(one_minus_cos(W, -W)) == pytest.approx(2.0)
+    # no cancellation: 1 - cos(eps) = eps^2 / 2 down to 1e-32
+    tiny = float(one_minus_cos(jnp.array([[1.0, 1e-16]]), W))
+    assert tiny == pytest.approx(5e-33, rel=1e-6)
+    assert one_minus_cos(jnp.stack([W, -W]), W).shape == (2,)

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from theory import coverage_width, crossing_times, min_norm_cost, saddle_jumps
+from theory import coverage_width, crossing_times, jump_time_grid, min_norm_cost, saddle_jumps
 
 
 def test_one_sample_one_neuron():
@@ -173,3 +173,21 @@ def test_last_time_horizon_and_final_loss():
     # one sample uncovered: the loss floor is its share of the initial loss
     pred = saddle_jumps(jnp.array([2.0, -1.0]), jnp.array([1.0]), jnp.array([[0.3, 0.4]]))
     np.testing.assert_allclose(pred.final_loss, 0.5 * 1.0 / 2)
+    # GD needs tau t_K / eta steps to reach the last jump
+    pred = saddle_jumps(jnp.array([2.0]), jnp.array([1.0]), jnp.array([[0.3]]))
+    assert float(pred.gd_epochs(time_scale=69.0, learning_rate=0.5)) == pytest.approx(69.0)
+
+
+def test_jump_time_grid_resolves_every_jump():
+    y, signs, dirs = _random_instance(jax.random.PRNGKey(4), 8, 16)
+    pred = saddle_jumps(y, signs, dirs)
+    t1 = float(pred.horizon(1.3))
+    tau = 1e4
+    grid = np.asarray(jump_time_grid(pred, t1, time_scale=tau, num=100, window_points=64))
+    assert grid.shape == (100 + 64 * 8,)
+    assert np.all(np.diff(grid) >= 0) and grid[0] == 0.0 and grid[-1] == pytest.approx(t1)
+    for t in np.asarray(pred.times)[np.isfinite(pred.times)]:
+        near = grid[np.abs(grid - t) <= (1 + 1e-9) * 30 / tau * t]
+        assert near.size >= 64 and np.max(np.diff(near)) <= 2 * 60 / tau * t / 63
+    # a Python integer horizon still gives a float grid (never an integer one)
+    assert jump_time_grid(pred, 10, time_scale=tau, num=5).dtype.kind == "f"

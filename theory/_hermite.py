@@ -8,7 +8,8 @@ c_k = E[sigma(z) He_k(z) / sqrt(k!)], z ~ N(0, 1).
 The paper's activations are even; ReLU, GeLU and Swish are made even the way its symmetric
 initialization does: a pair of neurons (w, -w) computes sigma(z) + sigma(-z), so the network
 and target see the even part sigma_e(z) = (sigma(z) + sigma(-z)) / 2. That is what
-`activation_function` returns for them: relu_e = |z| / 2, gelu_e = z erf(z / sqrt 2) / 2, swish_e = z tanh(z / 2) / 2.
+`activation_function` returns for them: relu_e = |z| / 2, gelu_e = z erf(z / sqrt 2) / 2,
+swish_e = z tanh(z / 2) / 2.
 """
 
 import math
@@ -49,7 +50,8 @@ def _normalized_hermite(z, degree: int):
 
 
 def hermite_coefficients(activation: str, degree: int) -> Float[Array, " K"]:
-    """c_0..c_degree of sigma = `activation_function(activation)`, c_k = E[sigma(z) He_k(z) / sqrt(k!)].
+    """c_0..c_degree of sigma = `activation_function(activation)`:
+    c_k = E[sigma(z) He_k(z) / sqrt(k!)].
 
     Closed forms for |z| (and relu_e = |z|/2): c_0 = sqrt(2/pi), c_{2j} = (-1)^(j-1)
     sqrt(2/pi) (2j-3)!! / sqrt((2j)!) for j >= 1, odd ones 0 (from E|z| He_n(z) =
@@ -67,9 +69,11 @@ def hermite_coefficients(activation: str, degree: int) -> Float[Array, " K"]:
         c = np.zeros(degree + 1)
         c[0] = math.sqrt(2.0 / math.pi)
         for j in range(1, degree // 2 + 1):
-            dfact = math.prod(range(2 * j - 3, 0, -2)) if j >= 2 else 1
-            c[2 * j] = (-1) ** (j - 1) * math.sqrt(2.0 / math.pi) * dfact
-            c[2 * j] /= math.sqrt(math.factorial(2 * j))
+            # (2j-3)!! / sqrt((2j)!) in logs, (2j-3)!! = (2j-2)! / (2^(j-1) (j-1)!): the
+            # factorials themselves overflow a float from degree 172 on
+            log_c = math.lgamma(2 * j - 1) - (j - 1) * math.log(2.0) - math.lgamma(j)
+            log_c -= 0.5 * math.lgamma(2 * j + 1)
+            c[2 * j] = (-1) ** (j - 1) * math.sqrt(2.0 / math.pi) * math.exp(log_c)
         return jnp.asarray(c if activation == "abs" else 0.5 * c)
     z = jnp.asarray(_NODES)
     sigma = activation_function(activation)

@@ -20,10 +20,9 @@ hold to float64 accuracy, and the result carries its certificate (duality gap, K
 import math
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 from jax.scipy.stats import norm as _normal
-from jaxtyping import Array, Bool, Float, Int
+from jaxtyping import Array, Bool, Float
 
 from ._nnqp import nnqp
 from ._solution import RESULTS, Solution
@@ -193,8 +192,8 @@ def one_minus_cos(W: Float[Array, "... m d"], W_star: Float[Array, "m d"]) -> Fl
     """1 - cos(W, W*) = ||W/||W|| - W*/||W*|| ||^2 / 2, accurate down to 1e-32 (no
     cancellation); a leading axis of `W` (checkpoints) is kept.
 
-    >>> float(one_minus_cos(jnp.array([[1.0, 1e-8]]), jnp.array([[1.0, 0.0]])))
-    5e-17
+    >>> float(one_minus_cos(jnp.array([[1.0, 1e-8]]), jnp.array([[1.0, 0.0]]))) / 5e-17
+    1.0000000000000002
     """
     u = W / jnp.linalg.norm(W, axis=(-2, -1), keepdims=True)
     v = W_star / jnp.linalg.norm(W_star)

@@ -17,7 +17,8 @@ def spd_solve(M, b):
     also runs a long loop were seen to deadlock on XLA:CPU (see `integrators.sweep`), and this
     solver runs inside such programs. NaN where M is not positive definite.
 
-    >>> spd_solve(jnp.array([[4.0, 0.0], [0.0, 2.0]]), jnp.array([2.0, 1.0])).tolist()
+    >>> x = spd_solve(jnp.array([[4.0, 0.0], [0.0, 2.0]]), jnp.array([2.0, 1.0]))
+    >>> [round(v, 12) for v in x.tolist()]
     [0.5, 0.5]
     """
     n = b.shape[0]

@@ -257,9 +257,9 @@ def crossing_times(
     predicted jump. `jax.vmap`-able over seeds.
 
     >>> pred = saddle_jumps(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[0.3]]))
-    >>> ts = jnp.array([0.0, 1.0, 2.0]); loss = jnp.array([0.5, 0.5, 0.0])
-    >>> float(crossing_times(ts, loss, pred)[0])  # below 0.25 between t = 1 and t = 2
-    2.0
+    >>> ts = jnp.array([0.0, 1.0, 2.0]); loss = jnp.array([0.5, 0.5, 0.125])
+    >>> float(crossing_times(ts, loss, pred)[0])  # log-loss crosses log 0.25 half-way
+    1.5
     """
     before = jnp.concatenate([prediction.initial_plateau[None], prediction.plateaus[:-1]])
     levels = 0.5 * (before + prediction.plateaus)
@@ -294,9 +294,9 @@ def jump_time_grid(
     At finite alpha a jump lasts ~ n / (log(1/alpha) ||y_S||) in the rescaled clock and lands
     O(1/log(1/alpha)) away from t_k, so at alpha = 10^-10000 it is far narrower than any
     affordable uniform grid. With `time_scale` tau = log(1/alpha), window k is t_k (1 +- w)
-    with w = min(0.5, `window` / tau), sampled at `window_points` points (clipped to [0, t1]). Returns the sorted
-    grid of `num` + K `window_points` times (K = min(m, n)), the last one `t1`; pass it to
-    the flow and its loss to `crossing_times`. Padded (not real) jumps add copies of `t1`.
+    with w = min(0.5, `window` / tau), sampled at `window_points` points (clipped to [0, t1]).
+    Returns the sorted grid of `num` + K `window_points` times (K = min(m, n)), the last one
+    `t1`; pass it to the flow and its loss to `crossing_times`. Padded (not real) jumps add copies of `t1`.
 
     >>> pred = saddle_jumps(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[0.3]]))
     >>> ts = jump_time_grid(pred, 2.0, time_scale=100.0, num=5, window_points=3)

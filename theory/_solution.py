@@ -53,4 +53,3 @@ class Solution(eqx.Module):
         if not throw:
             return self
         return self.result.error_if(self, ~self.ok)
-

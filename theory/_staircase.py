@@ -111,10 +111,10 @@ def lotka_volterra(
 
     At lambda = 0 the relevant mass beta_1 goes to 1 and beta_2 to 0:
 
-    >>> sol = lotka_volterra(jnp.array([0.0, 50.0]), jnp.array([0.01, 0.01]), c0=0.5, c2=0.5,
+    >>> sol = lotka_volterra(jnp.array([0.0, 1000.0]), jnp.array([0.01, 0.01]), c0=0.5, c2=0.5,
     ...                      r=2, d=4, weight_decay=0.0)
-    >>> bool(sol.ok), [round(v, 3) for v in sol.ys[-1].tolist()]
-    (True, [1.0, 0.005])
+    >>> bool(sol.ok), [round(v, 2) for v in sol.ys[-1].tolist()]
+    (True, [1.0, 0.0])
     """
     args = (c0, c2, r, d, weight_decay, jnp.asarray(1.0 if corrected else 0.0))
     ts = jnp.asarray(ts, jnp.result_type(float))
@@ -191,7 +191,7 @@ def stage_times(
 
     Times past `horizon` are `inf`.
 
-    >>> st = stage_times(activation="abs", r=4, d=20, m=40, weight_decay=0.4)
+    >>> st = stage_times(activation="abs", r=8, d=40, m=20, weight_decay=0.4)
     >>> bool(st.ok), bool(0 < st.tau_0 < st.tau_2 < st.tau_4)
     (True, True)
     """

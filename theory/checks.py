@@ -68,7 +68,8 @@ def check_shape(name: str, x, shape: tuple) -> None:
         s is not None and s != a for s, a in zip(shape, actual, strict=True)
     )
     if mismatch:
-        expected = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+        parts = ["*" if s is None else str(s) for s in shape]
+        expected = "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
         raise ValueError(f"`{name}` must have shape {expected}, got {tuple(actual)}")
 
 
@@ -162,7 +163,9 @@ def check_plus_minus_one(name: str, x):
     Traceback (most recent call last):
     ValueError: `y` must take values in {-1, +1}
     """
-    return check_value(x, jnp.all(jnp.abs(jnp.asarray(x)) == 1), f"`{name}` must take values in {{-1, +1}}")
+    return check_value(
+        x, jnp.all(jnp.abs(jnp.asarray(x)) == 1), f"`{name}` must take values in {{-1, +1}}"
+    )
 
 
 def check_gamma(gamma) -> None:

@@ -6,22 +6,13 @@ import pytest
 from dynamics import (
     TwoLayerReLU,
     balanced_init,
+    half_squared_norm,
     he_uniform_init,
     orthogonal_data,
     signs_and_directions,
     square_loss,
+    tangent_kernel,
 )
-
-
-def test_orthogonal_data_is_a_random_rotation():
-    X, y = orthogonal_data(5, 8, key=jax.random.PRNGKey(0))
-    assert X.shape == (5, 8) and y.shape == (5,)
-    np.testing.assert_allclose(X @ X.T, np.eye(5), atol=1e-12)
-    assert np.abs(X).max() < 0.99  # not the standard basis
-    X2, _ = orthogonal_data(5, 8, key=jax.random.PRNGKey(1))
-    assert not np.allclose(X, X2)
-    with pytest.raises(ValueError, match="d"):
-        orthogonal_data(5, 4, key=jax.random.PRNGKey(0))
 
 
 def test_balanced_init():
@@ -60,6 +51,8 @@ def test_model_and_loss():
     np.testing.assert_allclose(g.W[0], 0.0)
     with pytest.raises(ValueError, match="W"):
         TwoLayerReLU(jnp.ones(2), jnp.ones((3, 2)))
+    with pytest.raises(ValueError, match="`y`"):
+        square_loss(model, X, jnp.ones((3, 1)))  # labels never broadcast
 
 
 def test_signs_and_directions():
@@ -71,3 +64,23 @@ def test_signs_and_directions():
     np.testing.assert_allclose(directions, u @ X.T, atol=1e-12)
     with pytest.raises(ValueError, match="orthonormal"):
         signs_and_directions(model, X * 1.1)
+
+
+def test_tangent_kernel_is_the_jacobian_gram_matrix():
+    X = jax.random.normal(jax.random.PRNGKey(0), (5, 7))  # any inputs, not only orthonormal
+    model = he_uniform_init(9, 7, key=jax.random.PRNGKey(1))
+    J = jax.jacobian(lambda m: m.predict(X))(model)
+    flat = jnp.concatenate([J.a.reshape(5, -1), J.W.reshape(5, -1)], axis=1)
+    np.testing.assert_allclose(tangent_kernel(model, X), flat @ flat.T / 5, rtol=1e-12)
+    # invariant: positive semidefinite
+    assert float(jnp.linalg.eigvalsh(tangent_kernel(model, X))[0]) > -1e-12
+
+
+def test_half_squared_norm():
+    model = TwoLayerReLU(jnp.array([3.0, -1.0]), jnp.array([[1.0, 2.0], [0.0, 1.0]]))
+    assert float(half_squared_norm(model)) == pytest.approx(0.5 * (10 + 6))
+    # any Equinox model: its inexact arrays, and nothing static
+    from dynamics import LeakyReLUNet
+
+    net = LeakyReLUNet(jnp.ones((2, 3)), jnp.array([1.0, -1.0]), 0.1)
+    assert float(half_squared_norm(net)) == pytest.approx(0.5 * (6 + 2))

@@ -1,0 +1,143 @@
+"""Every other benchmark end to end (`--quick`), as a user runs it. Slow: `pytest -m slow`."""
+
+import math
+
+import pytest
+from bench import run_module, run_quick
+
+pytestmark = pytest.mark.slow
+
+
+def test_alpha_limit(tmp_path):
+    out = tmp_path / "al"
+    stdout, results = run_quick("alpha_limit", out)
+    assert "fitted slopes" in stdout
+    assert results["config"]["base_seed"] == 0 and results["failed_solves"] == [0, 0]
+    summary = results["summary"]
+    for e in summary:
+        assert {"median_rel_error", "max_rel_error", "median_cost_rel_error"} <= e.keys()
+        assert e["failed_solves"] == 0 and e["jumps_not_crossed"] == 0
+    assert [e["log10_inv_alpha"] for e in summary] == [10, 1000]
+    assert summary[1]["median_rel_error"] < 0.1 * summary[0]["median_rel_error"]
+    for name in ("errors.png", "exponents.png"):
+        assert (out / name).stat().st_size > 10_000
+    proc = run_module("alpha_limit", "--log10-inv-alpha", "0", "--out", str(tmp_path), timeout=120)
+    assert proc.returncode == 2 and "log10-inv-alpha" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory):
+    root = tmp_path_factory.mktemp("results")
+    ns = run_quick("norm_scaling", root / "norm_scaling")
+    wa = run_quick("width_ablation", root / "width_ablation")
+    return root, ns, wa
+
+
+def test_norm_scaling(tables):
+    root, (stdout, results), _ = tables
+    assert "log-log slopes" in stdout
+    assert [r["n"] for r in results["rows"]] == [8, 16]
+    for r in results["rows"]:
+        assert r["converged"] == r["seeds"] and r["failed_flows"] == 0
+        # no interpolator beats the minimum norm; the alpha -> 0 flow ends at Algorithm 1's cost
+        assert r["pred_norm_mean"] >= r["opt_norm_mean"] * (1 - 1e-9)
+        assert r["limit_cost_mean"] == pytest.approx(r["alg1_cost_mean"], rel=1e-2)
+    assert (root / "norm_scaling" / "norms.png").stat().st_size > 10_000
+
+
+def test_width_ablation_reports_uncovered_samples(tables):
+    root, _, (stdout, results) = tables
+    rows = {(r["init"], r["m"]): r for r in results["rows"]}
+    assert set(rows) == {("small", 10), ("small", 64), ("he", 10), ("he", 64)}
+    # the quick run has samples that no width-10 neuron covers: reported, and the run stopped
+    # at the loss floor instead of running to the step cap
+    small10 = rows[("small", 10)]
+    assert small10["uncovered_mean"] > 0 and small10["final_loss"] > 1e-3
+    assert small10["converged"] == small10["seeds"]
+    assert rows[("small", 64)]["final_loss"] <= 1e-10
+    he = rows[("he", 64)]
+    assert he["paper_eta"]["eta"] == 1e-3 and he["final_loss"] <= 1e-10
+    assert (root / "width_ablation" / "widths.png").stat().st_size > 10_000
+
+
+def test_reproduction_document_is_generated_from_results(tables, tmp_path):
+    root, (_, ns), (_, wa) = tables
+    out = tmp_path / "reproduction.md"
+    proc = run_module("reproduction", "--results", str(root), "--out", str(out), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "## Table 1" in text and "## Table 2" in text
+    assert f"{ns['rows'][1]['pred_norm_mean']:.2f}" in text  # our measured number, n = 16
+    assert "6.24 +- 0.12" in text  # the paper's number beside it
+    assert f"{wa['rows'][0]['norm_mean']:.2f}" in text
+    assert "run `python -m benchmarks.alpha_limit` first" in text  # missing results are said
+
+
+def test_max_margin(tmp_path):
+    stdout, results = run_quick("max_margin", tmp_path / "mm")
+    assert "strong" in stdout and "near_orthogonal" in stdout
+    for curve in results["curves"].values():
+        steps = [s for s, _ in curve]
+        assert steps == sorted(steps) and steps[0] == 1
+    assert results["activated_after_first_step"] == 1.0 and results["failed_solves"] == [0, 0]
+    strong = results["strong"]
+    assert strong["positively_correlated"] == 1.0
+    assert strong["max_margin_relative_gap_max"] < 1e-12
+    # normalized GD converges in direction much faster than GD
+    gd, ngd = strong["gd"]["one_minus_cos_at"], strong["normalized"]["one_minus_cos_at"]
+    assert ngd["1e4"] < 1e-3 * gd["1e4"]
+    assert (tmp_path / "mm" / "convergence.png").stat().st_size > 10_000
+
+
+def test_phase_transition(tmp_path):
+    stdout, results = run_quick("phase_transition", tmp_path / "pt")
+    assert "standard errors" in stdout
+    rows = results["rows"]
+    assert len(rows) == 2 and all(r["train_error"] == 0.0 for r in rows)  # interpolation
+    weak, strong = rows
+    assert weak["regime"] == "weak" and strong["regime"] == "strong"
+    assert strong["closed_form_error"] < weak["closed_form_error"]
+    assert results["max_abs_z"] < 5
+    assert (tmp_path / "pt" / "transition.png").stat().st_size > 10_000
+
+
+def test_multi_index(tmp_path):
+    out = tmp_path / "mi"
+    stdout, res = run_quick("multi_index", out)
+    assert "pred. plateau" in stdout
+    assert {"d", "r", "m", "activation"} <= res["config"].keys()
+    for key in ("t", "alpha_measured", "alpha_predicted", "beta1_measured", "beta1_predicted"):
+        assert len(res["mass"][key]) == len(res["loss_curve"])
+    assert res["final_loss"] < 0.01 * res["loss_curve"][0][1]
+    assert [e["order"] for e in res["stages"]] == ["0", "2", ">=4"]
+    for name in ("staircase.png", "mass.png"):
+        assert (out / name).stat().st_size > 10_000
+    bad = run_module("multi_index", "--quick", "--weight-decay", "-1", timeout=120)
+    assert bad.returncode == 2 and "weight_decay" in bad.stderr
+
+
+def test_throughput(tmp_path):
+    stdout, results = run_quick("throughput", tmp_path / "tp")
+    names = [c["name"] for c in results["comparisons"]]
+    assert any("numpy" in n for n in names) and any("solve_ivp" in n for n in names)
+    for c in results["comparisons"]:
+        if "skipped" in c:  # an optional peer (the `bench` extra) is not installed
+            continue
+        assert c["better"] in ("higher", "lower")
+        assert c["ours"] > 0 and c["theirs"] > 0 and math.isfinite(c["ratio"])
+    numpy_gd = next(c for c in results["comparisons"] if "numpy" in c["name"])
+    assert numpy_gd["ratio"] > 1  # the sweep beats a NumPy loop per seed
+    assert (tmp_path / "tp" / "ratios.png").stat().st_size > 10_000
+
+
+def test_gpu_check_runs_on_cpu(tmp_path):
+    stdout, results = run_quick("gpu_check", tmp_path / "gpu")
+    assert results["gd_sweep"]["seeds"] == 8 and results["main_job_flow"]["failed_solves"] == 0
+    assert "seeds/s" in stdout
+
+
+def test_sweep_throughput(tmp_path):
+    stdout, results = run_quick("sweep_throughput", tmp_path / "st")
+    assert [r["seeds"] for r in results["rows"]] == [1, 16]
+    assert {r["devices"] for r in results["sharded"]} == {1, 2}
+    assert "seed-epochs/s" in stdout

@@ -1,0 +1,93 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dynamics import TwoLayerReLU, balanced_init, he_uniform_init, orthogonal_data
+from integrators import (
+    RESULTS,
+    checkpoint_steps,
+    gradient_descent,
+    orthogonal_flow,
+    stable_gradient_descent,
+)
+
+
+def _instance(key, n, m, alpha, d=None):
+    kx, kw = jax.random.split(key)
+    X, y = orthogonal_data(n, d, key=kx)
+    return X, y, balanced_init(m, X.shape[1], alpha, key=kw)
+
+
+def test_gradient_descent_follows_the_flow_at_small_step():
+    X, y, model = _instance(jax.random.PRNGKey(5), 8, 16, 0.05)
+    eta = 0.01
+    gd = gradient_descent(X, y, model, learning_rate=eta, tol=0.0, max_steps=30_000)
+    flow = orthogonal_flow(X, y, model, gd.steps * eta)  # ordinary time t = k eta
+    assert bool(flow.ok)
+    assert gd.loss[-1] < 1e-8 * gd.loss[0]  # the run went through all its jumps
+    np.testing.assert_allclose(gd.loss, flow.loss, atol=2e-3 * float(gd.loss[0]))
+    big = flow.loss > 1e-4
+    np.testing.assert_allclose(gd.loss[big], flow.loss[big], rtol=0.02)
+
+
+def test_gradient_descent_stops_at_tolerance_and_vmaps():
+    keys = jax.random.split(jax.random.PRNGKey(1), 3)
+    X, y, model = jax.vmap(lambda k: _instance(k, 8, 20, 1e-10))(keys)
+    run = jax.jit(
+        jax.vmap(lambda X, y, m: gradient_descent(X, y, m, learning_rate=0.5, max_steps=100_000))
+    )
+    sol = run(X, y, model)
+    assert sol.steps.shape == sol.loss.shape == (3, sol.loss.shape[1])
+    for s in range(3):
+        if sol.ok[s]:
+            assert sol.final_loss[s] <= 1e-10 and sol.stats["num_steps"][s] < 100_000
+            assert sol.loss[s, -1] == sol.final_loss[s]
+        else:
+            assert sol.result[s] == RESULTS.max_steps_reached
+    assert bool(jnp.any(sol.ok))
+
+
+def test_gradient_descent_refuses_underflowing_float32_parameters():
+
+    X, y = orthogonal_data(4, key=jax.random.PRNGKey(0), dtype=jnp.float32)
+    tiny = TwoLayerReLU(jnp.full(3, 1e-30, jnp.float32), jnp.full((3, 4), 1e-30, jnp.float32))
+    with pytest.raises(ValueError, match="float32"):
+        gradient_descent(X, y, tiny, learning_rate=0.5)
+
+
+def test_gradient_descent_stops_when_it_diverges():
+    X, y = orthogonal_data(8, key=jax.random.PRNGKey(3))
+    model = he_uniform_init(16, 8, key=jax.random.PRNGKey(4))
+    stable = gradient_descent(X, y, model, learning_rate=0.5, max_steps=2_000, max_loss=1e3)
+    assert stable.result != RESULTS.diverged
+    wild = gradient_descent(X, y, model, learning_rate=1e3, max_steps=100_000, max_loss=1e3)
+    assert wild.result == RESULTS.diverged and not bool(wild.ok)
+    assert int(wild.stats["num_steps"]) < 100  # it stopped at the blow-up, not at max_steps
+    with pytest.raises(Exception, match="diverged"):
+        gradient_descent(X, y, model, learning_rate=1e3, max_steps=1000, max_loss=1e3, throw=True)
+    nan = gradient_descent(X, y, model, learning_rate=float("nan"), max_steps=1000)
+    assert nan.result == RESULTS.diverged  # non-finite values are a failure, never a success
+
+
+def test_stable_step_search_halves_until_stable():
+    X, y = orthogonal_data(8, key=jax.random.PRNGKey(3))
+    model = he_uniform_init(16, 8, key=jax.random.PRNGKey(4))
+    sol = stable_gradient_descent(X, y, model, max_steps=20_000)
+    assert bool(sol.ok)
+    from dynamics import tangent_kernel
+
+    top = float(jnp.linalg.eigvalsh(tangent_kernel(model, X))[-1])
+    k = np.log2(1.0 / (top * float(sol.learning_rate)))
+    assert k == pytest.approx(round(k)) and round(k) >= 0  # a power-of-two fraction of 1/lambda
+    same = stable_gradient_descent(X, y, model, kernel_max=top, max_steps=20_000)
+    assert float(same.learning_rate) == float(sol.learning_rate)
+
+
+def test_checkpoints():
+    assert checkpoint_steps(1000, 4).tolist() == [1, 10, 100, 1000]
+    assert checkpoint_steps(5, 100).tolist() == [1, 2, 3, 4, 5]
+    with pytest.raises(ValueError, match="num_checkpoints"):
+        checkpoint_steps(10, 0)
+    with pytest.raises(ValueError, match="max_steps"):
+        checkpoint_steps(0, 3)

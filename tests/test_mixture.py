@@ -1,0 +1,48 @@
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dynamics import LeakyReLUNet, fixed_second_layer, gaussian_mixture, sampled_test_error
+from theory import mixture_test_error
+
+
+def test_mixture_noise_models_and_label_noise():
+    key = jax.random.PRNGKey(0)
+    for noise in ("gaussian", "rademacher", "student_t"):
+        X, y, mu, clean = gaussian_mixture(4000, 50, signal=2.0, key=key, noise=noise)
+        z = X - clean[:, None] * mu[None, :]
+        assert abs(float(jnp.var(z)) - 1.0) < 0.05, noise
+    _, y, _, clean = gaussian_mixture(20_000, 2, signal=1.0, key=key, label_noise=0.2)
+    assert abs(float(jnp.mean(y != clean)) - 0.2) < 0.01
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(noise="cauchy"), "noise"),
+        (dict(noise="student_t", dof=2.0), "dof"),
+        (dict(label_noise=0.5), "label_noise"),
+    ],
+)
+def test_bad_inputs_name_the_argument(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        gaussian_mixture(6, 10, signal=1.0, key=jax.random.PRNGKey(0), **kwargs)
+
+
+def test_sampled_test_error_against_the_closed_form():
+    d = 20
+    W = jnp.zeros((2, d)).at[0, 0].set(1.0).at[0, 1].set(1.0)  # boundary <e_1 + e_2, x> = 0
+    net = LeakyReLUNet(W, fixed_second_layer(2), 0.1)
+    mu = jnp.zeros(d).at[0].set(1.0)
+    for label_noise in (0.0, 0.1):
+        mc = float(
+            sampled_test_error(
+                net, key=jax.random.PRNGKey(3), signal=1.0, num_batches=20, label_noise=label_noise
+            )
+        )
+        cf = float(mixture_test_error(W, net.a, mu, label_noise=label_noise))
+        np.testing.assert_allclose(cf, label_noise + (1 - 2 * label_noise) * 0.5 * math.erfc(0.5))
+        assert abs(mc - cf) < 4 * math.sqrt(cf * (1 - cf) / 40_000)
