@@ -5,10 +5,10 @@
 with L the closed-form population loss (`dynamics.population_loss`) or the mean over n
 samples (`dynamics.sample_loss`, in batches). Integrated with diffrax (Tsit5 and a PID
 controller by default, the switch t_off passed as a jump time). The observables of the
-staircase paper are saved at the requested times: the population loss, the mass alpha~ = (1/m) sum ||w_i||^2, beta_1 and
-beta_2 (mean squared coordinate over the r relevant / d - r irrelevant coordinates, for the
-standard target w*_j = e_j or in the basis of the target's directions), and per target
-direction the best neuron's alignment max_i <w_i / ||w_i||, w*_k>^2.
+staircase paper are saved at the requested times (`dynamics.observables`): the population
+loss, the mass alpha~ = (1/m) sum ||w_i||^2, beta_1 and beta_2 (mean squared coordinate over
+the r relevant / d - r irrelevant directions of the target), and per target direction the
+best neuron's alignment max_i <w_i / ||w_i||, w*_k>^2.
 """
 
 import os

@@ -296,7 +296,8 @@ def jump_time_grid(
     affordable uniform grid. With `time_scale` tau = log(1/alpha), window k is t_k (1 +- w)
     with w = min(0.5, `window` / tau), sampled at `window_points` points (clipped to [0, t1]).
     Returns the sorted grid of `num` + K `window_points` times (K = min(m, n)), the last one
-    `t1`; pass it to the flow and its loss to `crossing_times`. Padded (not real) jumps add copies of `t1`.
+    `t1`; pass it to the flow and its loss to `crossing_times`. Padded (not real) jumps add
+    copies of `t1`.
 
     >>> pred = saddle_jumps(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[0.3]]))
     >>> ts = jump_time_grid(pred, 2.0, time_scale=100.0, num=5, window_points=3)
