@@ -127,6 +127,11 @@ class FlowSolution(Solution):
     - `stats`: diffrax's `num_steps`, `num_accepted_steps`, `num_rejected_steps`.
     - `result`: a `theory.RESULTS` item; `ok` is True where it is `successful`. After a
       failure the remaining saved values are `inf` (diffrax's convention), never silent NaNs.
+
+    >>> model = TwoLayerReLU(jnp.array([0.1]), jnp.array([[0.1, 0.0]]))
+    >>> sol = orthogonal_flow(jnp.eye(2), jnp.array([1.0, 0.0]), model, jnp.array([0.0, 1.0]))
+    >>> sol.loss.shape, sol.model.W.shape, sorted(sol.stats)
+    ((2,), (1, 2), ['num_accepted_steps', 'num_rejected_steps', 'num_steps'])
     """
 
     ts: Float[Array, " T"]

@@ -20,6 +20,12 @@ class GDSolution(Solution):
     - `result`: `RESULTS.successful` when L fell to `tol`; `RESULTS.diverged` when the run
       stopped because L became non-finite or exceeded `max_loss`; `RESULTS.max_steps_reached`
       when `max_steps` ran out first. `stats`: `{"num_steps": steps taken}`.
+
+    >>> model = TwoLayerReLU(jnp.array([0.1]), jnp.array([[0.1, 0.0]]))
+    >>> sol = gradient_descent(jnp.eye(2), jnp.array([1.0, 0.0]), model, learning_rate=0.5,
+    ...                        max_steps=10)
+    >>> sol.result == RESULTS.max_steps_reached, int(sol.stats["num_steps"])
+    (Array(True, dtype=bool), 10)
     """
 
     steps: Int[Array, " C"]

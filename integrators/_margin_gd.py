@@ -32,6 +32,12 @@ class MarginGDSolution(Solution):
     - `model`: the final network; `learning_rate`: the step.
     - `result`: `RESULTS.successful`, or `RESULTS.diverged` where the weights or the loss
       became non-finite. `stats`: `{"num_steps": max_steps}`.
+
+    >>> net = LeakyReLUNet(jnp.zeros((2, 2)), jnp.array([1.0, -1.0]), 0.1)
+    >>> sol = margin_gradient_descent(jnp.eye(2), jnp.array([1.0, -1.0]), net,
+    ...                               learning_rate=0.1, max_steps=100, num_checkpoints=3)
+    >>> sol.steps.tolist(), sol.trajectory.W.shape
+    ([1, 10, 100], (3, 2, 2))
     """
 
     steps: Int[Array, " C"]

@@ -32,7 +32,13 @@ class MeanFieldSolution(Solution):
     finite-sample mode, else equal to `loss`), `alpha`, `beta1`, `beta2` (T,), `alignment`
     (T, r) (see `dynamics.observables`), `model` (the final net), diffrax's `stats` and
     `result` (`ok`).
-    """
+
+    >>> from dynamics import mean_field_init, standard_target
+    >>> sol = mean_field_flow(standard_target(1, 3), mean_field_init(4, 3, key=jax.random.PRNGKey(0)),
+    ...                       jnp.array([0.0, 0.5]))
+    >>> sol.alignment.shape, sol.model.W.shape
+    ((2, 1), (4, 3))
+    """  # noqa: E501
 
     ts: Float[Array, " T"]
     loss: Float[Array, " T"]

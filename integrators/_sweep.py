@@ -50,7 +50,18 @@ __all__ = ["SweepConfigError", "SweepResult", "sweep", "pick_batch_size"]
 
 
 class SweepConfigError(ValueError):
-    """The output folder holds a sweep with a different configuration."""
+    """The output folder holds a sweep with a different configuration.
+
+    >>> import tempfile
+    >>> out = tempfile.mkdtemp()
+    >>> run = lambda key, scale: {"x": scale * jax.random.normal(key)}
+    >>> _ = sweep(run, seeds=2, grid=[{"scale": 1.0}], out=out, progress=False)
+    >>> try:
+    ...     sweep(run, seeds=3, grid=[{"scale": 1.0}], out=out, progress=False)
+    ... except SweepConfigError as err:
+    ...     print("refused:", "seeds" in str(err))
+    refused: True
+    """
 
 
 class SweepResult(NamedTuple):
@@ -62,6 +73,10 @@ class SweepResult(NamedTuple):
     - `computed_chunks`, `loaded_chunks`: chunks computed now / loaded from `out`.
     - `batch_size`, `chunk_size`, `devices`: what ran; `wall_seconds`: the sweep's time,
       `point_seconds`: per point (compilation included where it happened).
+
+    >>> res = sweep(lambda key: {"x": jax.random.normal(key)}, seeds=4, progress=False)
+    >>> res.outputs[0]["x"].shape, res.computed_chunks, res.failed
+    ((4,), 1, [[]])
     """
 
     points: list[dict]
@@ -90,7 +105,11 @@ def _l2_bytes() -> int:
 
 def pick_batch_size(bytes_per_seed: int, device=None, limit: int = 4096) -> int:
     """The cache/memory rule: largest power of two b with b * bytes_per_seed <= budget, where
-    budget = L2 / 2 on CPU and device memory / 8 on accelerators."""
+    budget = L2 / 2 on CPU and device memory / 8 on accelerators.
+
+    >>> pick_batch_size(10**12), pick_batch_size(1, limit=64)
+    (1, 64)
+    """
     device = jax.devices()[0] if device is None else device
     if device.platform == "cpu":
         budget = _l2_bytes() // 2
@@ -277,11 +296,10 @@ def sweep(
       keeps the chunk size of its manifest. `batch_size`: seeds vmapped together per device
       (default: the cache rule, `pick_batch_size`).
 
-    ```python
-    res = sweep(lambda key, alpha: {"x": alpha * jax.random.normal(key)}, seeds=100,
-                grid=[{"alpha": 0.1}, {"alpha": 1.0}], out="results/demo", name="demo")
-    res.outputs[1]["x"].shape  # (100,)
-    ```
+    >>> res = sweep(lambda key, alpha: {"x": alpha * jax.random.normal(key)}, seeds=100,
+    ...             grid=[{"alpha": 0.1}, {"alpha": 1.0}], progress=False)
+    >>> res.outputs[1]["x"].shape
+    (100,)
     """
     timer = time.perf_counter()
     if seeds < 1:

@@ -60,6 +60,12 @@ class VanishingSolution(Solution):
     - `stats` (diffrax's `num_steps`, `num_accepted_steps`, `num_rejected_steps`) and
       `result` (a `theory.RESULTS` item); `ok` is True where the solve succeeded. After a
       failure the remaining saved values are `inf` (diffrax's convention), never silent NaNs.
+
+    >>> sol = vanishing_flow(jnp.array([1.0, -1.0]), jnp.array([1.0, -1.0]),
+    ...                      jnp.array([[0.6, 0.8], [0.8, 0.6]]), jnp.array([0.0, 3.0]),
+    ...                      time_scale=1e4)
+    >>> sol.exponents.shape, round(float(sol.cost[-1]), 3)  # Algorithm 1: |y_1| + |y_2|
+    ((2, 2), 2.0)
     """
 
     ts: Float[Array, " T"]

@@ -23,6 +23,7 @@ def test_flow_decreases_the_loss_and_follows_the_plain_gradient():
     assert int(sol.stats["num_steps"]) > 0 and isinstance(sol.model, MeanFieldNet)
 
 
+@pytest.mark.slow
 def test_finite_sample_flow_follows_the_population_flow():
     d, r, m, n = 10, 2, 24, 40_000
     target = standard_target(r, d)

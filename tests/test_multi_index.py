@@ -65,6 +65,18 @@ def test_gradients_stay_finite_at_exact_alignment():
     np.testing.assert_allclose(jnp.sum(g * v), fd, rtol=1e-5)
 
 
+def test_loss_decomposition_of_an_invariant_net_is_exact():
+    # neurons along single relevant axes are invariant under the group (coordinate sign flips,
+    # which sigma's evenness absorbs, and permutations of the irrelevant coordinates), so
+    # f~ = f: nothing is asymmetric
+    target = standard_target(2, 5)
+    net = MeanFieldNet(jnp.array([[1.0, 0, 0, 0, 0], [0, -2.0, 0, 0, 0]]))
+    dec = loss_decomposition(net, target, key=jax.random.PRNGKey(0), num=3)
+    np.testing.assert_allclose(dec.symmetric, dec.loss, rtol=1e-12)
+    assert abs(float(dec.asymmetric)) < 1e-12
+
+
+@pytest.mark.slow
 def test_loss_decomposition_of_the_symmetrized_network():
     d, r, m = 12, 3, 20
     target = standard_target(r, d)

@@ -36,6 +36,7 @@ def _same(path_a, path_b):
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
 
 
+@pytest.mark.slow
 def test_sharded_over_8_devices_equals_one_device(tmp_path):
     one = _job("-", tmp_path / "one.npz", devices=1)
     eight = _job("-", tmp_path / "eight.npz", "--chunk", "8", devices=8)
@@ -43,6 +44,7 @@ def test_sharded_over_8_devices_equals_one_device(tmp_path):
     _same(tmp_path / "one.npz", tmp_path / "eight.npz")
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_without_recomputing(tmp_path):
     full = _job(tmp_path / "full", tmp_path / "full.npz", "--steps", "20000")
     assert full["computed"] == 12 and full["loaded"] == 0  # 2 points x 6 chunks
@@ -67,17 +69,22 @@ def test_killed_sweep_resumes_without_recomputing(tmp_path):
 
 
 def test_corrupt_and_partial_chunks_are_recomputed(tmp_path):
-    out = tmp_path / "run"
-    _job(out, tmp_path / "first.npz")
-    files = sorted((out / "chunks").glob("*.npz"))
+    def run(key, scale):
+        return {"x": scale * jax.random.normal(key, (2,))}
+
+    kwargs = dict(seeds=12, grid=[{"scale": 1.0}], out=tmp_path, chunk_size=2, progress=False)
+    first = sweep(run, **kwargs)
+    files = sorted((tmp_path / "chunks").glob("*.npz"))
+    assert len(files) == 6
     files[0].write_bytes(files[0].read_bytes()[:100])  # partial write
     files[1].write_bytes(b"not a zip file at all")  # corrupt
     files[2].write_bytes(files[3].read_bytes())  # another chunk's (valid) file
-    again = _job(out, tmp_path / "again.npz")
-    assert again["computed"] == 3 and again["loaded"] == len(files) - 3
-    _same(tmp_path / "first.npz", tmp_path / "again.npz")
+    again = sweep(run, **kwargs)
+    assert again.computed_chunks == 3 and again.loaded_chunks == 3
+    np.testing.assert_array_equal(first.outputs[0]["x"], again.outputs[0]["x"])
 
 
+@pytest.mark.slow
 def test_changed_configuration_is_refused(tmp_path):
     out = tmp_path / "run"
     _job(out, tmp_path / "a.npz", "--seeds", "8")

@@ -41,6 +41,7 @@ def test_agrees_with_the_plain_flow_at_alpha_1e30():
     np.testing.assert_allclose(sol.cost[-1], cost, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_reaches_the_limit_at_alpha_10_to_minus_10000():
     keys = jax.random.split(jax.random.PRNGKey(0), 4)
     _, y, _, signs, dirs = jax.vmap(lambda k: _instance(k))(keys)

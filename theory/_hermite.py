@@ -98,7 +98,12 @@ class HermiteEnergies(eqx.Module):
     (weight decay 0): `E0` = (r c_0)^2, `E2` = r c_2^2, `E4_plus` = r (E sigma^2 - c_0^2 -
     c_1^2 - c_2^2); `plateau_0` = (E2 + E4_plus) / 2 is the loss once the mean is fitted
     (after stage 0), `plateau_2` = E4_plus / 2 once the subspace is (after stage 2), and
-    `initial_target_energy` = (E0 + E2 + E4_plus) / 2 = 1/2 E f*^2."""
+    `initial_target_energy` = (E0 + E2 + E4_plus) / 2 = 1/2 E f*^2.
+
+    >>> e = hermite_energies("abs", 2)  # E f*^2 = r + r (r - 1) 2 / pi for |z|
+    >>> round(float(e.E0 + e.E2 + e.E4_plus), 6) == round(2 + 2 * 2 / np.pi, 6)
+    True
+    """
 
     E0: Float[Array, ""]
     E2: Float[Array, ""]

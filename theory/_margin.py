@@ -46,6 +46,10 @@ class MaxMargin(Solution):
       pattern; W and lam are then 0, never NaN); `RESULTS.max_steps_reached` when the
       active-set loop stopped first. `feasible` and `converged` read it.
     - `stats`: `{"num_iterations": ...}`, the active-set iterations.
+
+    >>> mm = max_margin(jnp.array([[1.0, 0.0]]), jnp.array([1.0]), jnp.array([1.0]), 0.5)
+    >>> mm.W.tolist(), bool(mm.feasible), bool(mm.converged)
+    ([[1.0, 0.0]], True, True)
     """
 
     W: Float[Array, "m d"]

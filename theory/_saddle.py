@@ -46,6 +46,12 @@ class SaddleJumps(eqx.Module):
     - `num_jumps`: number of real (unpadded) jumps.
     - `rates` (K, m): d ell_j/dt = ||D_j^(k-1)|| of every neuron on the interval
       (t_{k-1}, t_k) before jump k (t_0 = 0); 0 for fired neurons and on padded rows.
+
+    Two samples, two neurons of opposite signs: each fits its own sample.
+
+    >>> pred = saddle_jumps(jnp.array([1.0, -2.0]), jnp.array([1.0, -1.0]), jnp.ones((2, 2)))
+    >>> pred.times.tolist(), pred.neurons.tolist(), round(float(pred.cost), 12)
+    ([1.0, 2.0], [1, 0], 3.0)
     """
 
     times: Float[Array, " K"]

@@ -34,7 +34,12 @@ from .checks import check_activation
 class ODESolution(Solution):
     """Result of the stage ODEs (`lotka_volterra`, `tensor_power`): the solution `ys` at the
     times `ts`, diffrax's `result` (as a `RESULTS` item) and `stats` (steps, accepted and
-    rejected steps). After a failure the remaining values are `inf`, never silent NaNs."""
+    rejected steps). After a failure the remaining values are `inf`, never silent NaNs.
+
+    >>> sol = tensor_power(jnp.array([0.0, 1.0]), 0.5, activation="abs")
+    >>> sol.ys.shape, sorted(sol.stats)
+    ((2,), ['num_accepted_steps', 'num_rejected_steps', 'num_steps'])
+    """
 
     ts: Float[Array, " T"]
     ys: Float[Array, "T ..."]
@@ -162,7 +167,12 @@ def _first_time(ts, ok):
 class StageTimes(Solution):
     """Result of `stage_times`: the predicted times `tau_0`, `tau_2`, `tau_4` (`inf` past the
     horizon), with the `result` and `stats` of the ODE solves behind them (the first failure,
-    and the steps of both solves added)."""
+    and the steps of both solves added).
+
+    >>> st = stage_times(activation="abs", r=8, d=40, m=20, weight_decay=0.4)
+    >>> bool(st.ok), int(st.stats["num_steps"]) > 0
+    (True, True)
+    """
 
     tau_0: Float[Array, ""]
     tau_2: Float[Array, ""]
