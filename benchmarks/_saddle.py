@@ -18,8 +18,9 @@ HORIZON = 1.15  # the main job integrates to 1.15 x the last predicted jump time
 GRID = 4000  # save times per run
 
 
-def log_inv_alpha(p, width):
-    """log(1/alpha) for alpha = 10^-p / sqrt(width), exact where alpha itself would underflow."""
+def time_scale(p, width):
+    """The time scale tau = log(1/alpha) for alpha = 10^-p / sqrt(width), exact where alpha
+    itself would underflow."""
     return p * jnp.log(10.0) + 0.5 * jnp.log(width)
 
 
@@ -27,7 +28,7 @@ def instance(key, log10_inv_alpha, n, width):
     """Orthonormal data and a balanced init at alpha = 10^-p / sqrt(m)."""
     kx, kw = jax.random.split(key)
     X, y = orthogonal_data(n, key=kx, dtype=jnp.float64)
-    alpha = jnp.exp(-log_inv_alpha(log10_inv_alpha, width))
+    alpha = jnp.exp(-time_scale(log10_inv_alpha, width))
     return X, y, balanced_init(width, n, alpha, key=kw, dtype=jnp.float64)
 
 
@@ -64,7 +65,7 @@ def run(instance, log10_inv_alpha, n, width, rtol):
     pred = saddle_jumps(y, signs, directions)
     t1 = pred.horizon(HORIZON)
     ts = jnp.linspace(0.0, t1, GRID)
-    tau = log_inv_alpha(log10_inv_alpha, width)
+    tau = time_scale(log10_inv_alpha, width)
     sol = orthogonal_flow(X, y, model, ts, time_scale=tau, rtol=rtol, atol=rtol)
     return {
         **jump_measurements(pred, ts, sol.loss),
@@ -88,7 +89,7 @@ def summarize(p, o, wall) -> dict:
     errs = np.abs(o["measured_times"] / o["predicted_times"] - 1.0)[real]
     return {
         "log10_inv_alpha": p,
-        "log_inv_alpha": float(log_inv_alpha(p, o["signs"].shape[1])),
+        "log_inv_alpha": float(time_scale(p, o["signs"].shape[1])),
         "median_rel_error": float(np.nanmedian(errs)),
         "max_rel_error": float(np.nanmax(errs)),
         "jumps": int(errs.size),

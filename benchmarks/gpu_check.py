@@ -29,7 +29,7 @@ def _peak_bytes() -> int | None:
 def _main_job_flow(seeds: int, base_seed: int) -> dict:
     """The main job's flow (`benchmarks._saddle.run`) at one alpha over `seeds` seeds."""
     m = coverage_width(N_FLOW)
-    result, _ = run_sweep(
+    result, record = run_sweep(
         _saddle.run,
         make=_saddle.make,
         seeds=seeds,
@@ -41,7 +41,7 @@ def _main_job_flow(seeds: int, base_seed: int) -> dict:
         ok=("solve_ok",),
     )
     summary = _saddle.summarize(P_FLOW, result.outputs[0], result.wall_seconds)
-    return {**summary, "batch_size": result.batch_size}
+    return {**summary, "batch_size": result.batch_size, "record": record}
 
 
 def main(argv=None) -> dict:
@@ -74,6 +74,7 @@ def main(argv=None) -> dict:
         "median_solver_steps": s["median_solver_steps"],
         "failed_solves": s["failed_solves"],
         "batch_size": s["batch_size"],
+        "failed_chunks": s["record"]["failed_chunks"],
     }
     log(f"main-job flow: {warm:.2f} s warm ({cold:.2f} s cold), {flow['seeds_per_s']:.3g} seeds/s")
     results = {

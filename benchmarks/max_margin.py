@@ -38,7 +38,7 @@ def run(instance, signal, n, d, m, gamma, gd_steps, normalized_steps, lr_factor)
     out = {
         "positively_correlated": jnp.all(yx @ yx.T >= 0),
         "mm_relative_gap": mm.relative_gap,
-        "mm_converged": mm.converged,
+        "mm_converged": mm.ok,
         "mm_pattern_consistent": mm.pattern_consistent,
         "eta": eta,
     }

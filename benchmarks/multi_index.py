@@ -70,7 +70,7 @@ def run(instance, weight_decay, d, r, m, activation, samples, t_end, decay_off):
     lv = {}
     for name, corrected in (("corrected", True), ("paper", False)):
         lv[name] = lotka_volterra(
-            ts, beta0, c0=c[0], c2=c[2], r=r, d=d, weight_decay=weight_decay, corrected=corrected
+            beta0, ts, c0=c[0], c2=c[2], r=r, d=d, weight_decay=weight_decay, corrected=corrected
         )
     decomposition = []
     for model in (net, sol.model):
@@ -88,7 +88,7 @@ def run(instance, weight_decay, d, r, m, activation, samples, t_end, decay_off):
         "beta2": sol.beta2,
         "alignment_mean": jnp.mean(sol.alignment, axis=1),
         "alignment_min": jnp.min(sol.alignment, axis=1),
-        "alpha_mass_ode": mass_ode(ts, sol.alpha[0], c0=c[0], r=r, weight_decay=weight_decay),
+        "alpha_mass_ode": mass_ode(sol.alpha[0], ts, c0=c[0], r=r, weight_decay=weight_decay),
         **{f"beta_{k}": v.ys for k, v in lv.items()},
         "q": mass_ratio(jnp.stack([sol.beta1, sol.beta2], axis=-1), c0=c[0], c2=c[2], r=r, d=d),
         "steps": sol.stats["num_steps"],

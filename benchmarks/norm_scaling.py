@@ -59,20 +59,21 @@ def run(instance, n, width, limit_p, eta, tol, max_steps, rtol):
         "epochs": sol.stats["num_steps"],
         "converged": sol.ok,
         "diverged": sol.result == RESULTS.diverged,
+        "gd_finite": sol.result != RESULTS.diverged,
         "final_loss": sol.final_loss,
         "norm": half_squared_norm(sol.model),
         "min_norm_cost": min_norm_cost(y),
     }
     ts = jnp.linspace(0.0, pred.horizon(FLOW_HORIZON), FLOW_POINTS)
     for name, p in (("flow", P_GD), ("limit", limit_p)):
-        tau = _saddle.log_inv_alpha(p, width)
+        tau = _saddle.time_scale(p, width)
         flow = vanishing_flow(y, signs, directions, ts, time_scale=tau, rtol=rtol, atol=rtol)
         out[f"{name}_cost"] = flow.cost[-1]
         out[f"{name}_ok"] = flow.ok
         out[f"{name}_steps"] = flow.stats["num_steps"]
     out["alg1_cost"] = pred.cost
     out["alg1_jumps"] = pred.num_jumps
-    tau_gd = _saddle.log_inv_alpha(P_GD, width)
+    tau_gd = _saddle.time_scale(P_GD, width)
     out["alg1_epochs"] = pred.gd_epochs(time_scale=tau_gd, learning_rate=eta)
     out["uncovered"] = jnp.sum(pred.uncovered)
     return out
@@ -130,7 +131,7 @@ def run_benchmark(
         name="norm_scaling",
         config={"p_gd": P_GD, "flow_horizon": FLOW_HORIZON},
         base_seed=seed,
-        ok=("flow_ok", "limit_ok"),
+        ok=("gd_finite", "flow_ok", "limit_ok"),
     )
     rows = [row(n, m, o) for n, m, o in zip(ns, widths, result.outputs, strict=True)]
     for r, wall in zip(rows, result.point_seconds, strict=True):

@@ -130,7 +130,7 @@ def compare_flow(base_seed: int, ps=(10, 30, 100), rtol: float = 1e-7) -> tuple[
         X, y, model = _saddle.instance(jax.random.PRNGKey(base_seed), p, n, m)
         pred = saddle_jumps(y, *signs_and_directions(model, X))
         t1 = float(pred.horizon(1.15))
-        tau = float(_saddle.log_inv_alpha(p, m))
+        tau = float(_saddle.time_scale(p, m))
         ts = jnp.array([0.0, t1])
         args = (model, X, y, tau, ts)
         ours_s = best_seconds(partial(_engine_flow, *args, rtol))

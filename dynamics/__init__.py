@@ -4,6 +4,7 @@ from ._data import orthogonal_data as orthogonal_data
 from ._leaky import (
     MARGIN_LOSSES as MARGIN_LOSSES,
     LeakyReLUNet as LeakyReLUNet,
+    check_margin_loss as check_margin_loss,
     fixed_second_layer as fixed_second_layer,
     leaky_relu as leaky_relu,
     log_margin_loss as log_margin_loss,
@@ -22,6 +23,7 @@ from ._model import (
     signs_and_directions as signs_and_directions,
     square_loss as square_loss,
     tangent_kernel as tangent_kernel,
+    tangent_kernel_max as tangent_kernel_max,
 )
 from ._multi_index import (
     LossDecomposition as LossDecomposition,

@@ -4,6 +4,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from theory.checks import check_positive_int
+
 
 def orthogonal_data(
     n: int, d: int | None = None, *, key: PRNGKeyArray, dtype=None
@@ -26,11 +28,8 @@ def orthogonal_data(
     >>> bool(jnp.allclose(X @ X.T, jnp.eye(32), atol=1e-12)), y.shape
     (True, (32,))
     """
-    d = n if d is None else d
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"`n` must be a positive integer, got {n!r}")
-    if not isinstance(d, int) or d < n:
-        raise ValueError(f"`d` must be an integer with d >= n = {n}, got {d!r}")
+    n = check_positive_int("n", n)
+    d = check_positive_int("d", n if d is None else d, minimum=n)
     dtype = jnp.zeros(()).dtype if dtype is None else dtype
     kq, ky = jax.random.split(key)
     g = jax.random.normal(kq, (d, d), dtype=dtype)

@@ -5,9 +5,20 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from theory.checks import check_gamma, check_shape
+from theory.checks import check_gamma, check_positive_int, check_shape
 
 MARGIN_LOSSES = ("exponential", "logistic")
+
+
+def check_margin_loss(loss: str) -> None:
+    """`loss` must name one of `MARGIN_LOSSES`.
+
+    >>> check_margin_loss("hinge")
+    Traceback (most recent call last):
+    ValueError: `loss` must be one of ('exponential', 'logistic'), got 'hinge'
+    """
+    if loss not in MARGIN_LOSSES:
+        raise ValueError(f"`loss` must be one of {MARGIN_LOSSES}, got {loss!r}")
 
 
 def leaky_relu(z, gamma):
@@ -55,8 +66,7 @@ def fixed_second_layer(m: int, dtype=None) -> Float[Array, " m"]:
     >>> fixed_second_layer(4).tolist()
     [0.5, 0.5, -0.5, -0.5]
     """
-    if not isinstance(m, int) or m < 2:
-        raise ValueError(f"`m` must be an integer >= 2 (both signs), got {m!r}")
+    m = check_positive_int("m", m, minimum=2)  # both signs
     dtype = jnp.zeros(()).dtype if dtype is None else dtype
     signs = jnp.where(jnp.arange(m) < (m + 1) // 2, 1.0, -1.0).astype(dtype)
     return signs / jnp.sqrt(jnp.asarray(m, dtype))
@@ -88,11 +98,10 @@ def margin_loss(margins: Float[Array, " n"], loss: str = "exponential") -> Float
     >>> float(margin_loss(jnp.array([-800.0, 1.0])))  # exp(800) / 2 overflows float64
     inf
     """
+    check_margin_loss(loss)
     if loss == "exponential":
         return jnp.exp(log_margin_loss(margins))
-    if loss == "logistic":
-        return jnp.mean(jnp.logaddexp(0.0, -margins))
-    raise ValueError(f"`loss` must be one of {MARGIN_LOSSES}, got {loss!r}")
+    return jnp.mean(jnp.logaddexp(0.0, -margins))
 
 
 def log_margin_loss(margins: Float[Array, " n"], loss: str = "exponential") -> Float[Array, ""]:
@@ -101,12 +110,11 @@ def log_margin_loss(margins: Float[Array, " n"], loss: str = "exponential") -> F
     >>> float(log_margin_loss(jnp.array([1000.0, 1000.0])))  # L = exp(-1000) underflows
     -1000.0
     """
+    check_margin_loss(loss)
     n = margins.shape[0]
     if loss == "exponential":
         return jax.nn.logsumexp(-margins) - jnp.log(n)
-    if loss == "logistic":
-        # log mean softplus(-u) = logsumexp(log softplus(-u)) - log n, with log softplus(-u)
-        # = -u + log1p(exp(u)) for u < 0 and log1p(exp(-u)) for u >= 0 (no underflow to -inf)
-        sp = jnp.where(margins > 30, -margins, jnp.log(jnp.logaddexp(0.0, -margins)))
-        return jax.nn.logsumexp(sp) - jnp.log(n)
-    raise ValueError(f"`loss` must be one of {MARGIN_LOSSES}, got {loss!r}")
+    # log mean softplus(-u) = logsumexp(log softplus(-u)) - log n, with log softplus(-u)
+    # = -u + log1p(exp(u)) for u < 0 and log1p(exp(-u)) for u >= 0 (no underflow to -inf)
+    sp = jnp.where(margins > 30, -margins, jnp.log(jnp.logaddexp(0.0, -margins)))
+    return jax.nn.logsumexp(sp) - jnp.log(n)

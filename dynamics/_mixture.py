@@ -4,6 +4,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from theory.checks import check_positive_int
+
 NOISES = ("gaussian", "rademacher", "student_t")
 
 
@@ -47,10 +49,7 @@ def gaussian_mixture(
     >>> X.shape, float(mu[0]), bool(jnp.all(y == clean))
     ((20, 400), 10.0, True)
     """
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"`n` must be a positive integer, got {n!r}")
-    if not isinstance(d, int) or d < 1:
-        raise ValueError(f"`d` must be a positive integer, got {d!r}")
+    n, d = check_positive_int("n", n), check_positive_int("d", d)
     if noise not in NOISES:
         raise ValueError(f"`noise` must be one of {NOISES}, got {noise!r}")
     if noise == "student_t" and not dof > 2:

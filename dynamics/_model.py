@@ -135,6 +135,16 @@ def tangent_kernel(model: TwoLayerReLU, X: Float[Array, "n d"]) -> Float[Array, 
     return K / X.shape[0]
 
 
+def tangent_kernel_max(model: TwoLayerReLU, X: Float[Array, "n d"]) -> Float[Array, ""]:
+    """lambda_max of `tangent_kernel(model, X)`: gradient descent on L with step eta is
+    linearly stable at `model` for eta < 2 / lambda_max.
+
+    >>> float(tangent_kernel_max(TwoLayerReLU(jnp.array([1.0]), jnp.array([[1.0, 0.0]])), jnp.eye(2)))
+    1.0
+    """  # noqa: E501
+    return jnp.linalg.eigvalsh(tangent_kernel(model, X))[-1]
+
+
 def half_squared_norm(model) -> Float[Array, ""]:
     """1/2 ||theta||^2: half the sum of squares of every inexact array of any Equinox model
     (for `TwoLayerReLU`, 1/2 (||a||^2 + ||W||_F^2), the cost Algorithm 1 predicts).

@@ -25,7 +25,12 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from theory import activation_function, dual_kernel
-from theory.checks import check_activation, check_orthonormal_rows, check_shape
+from theory.checks import (
+    check_activation,
+    check_orthonormal_rows,
+    check_positive_int,
+    check_shape,
+)
 
 
 class MultiIndexTarget(eqx.Module):
@@ -68,8 +73,8 @@ def standard_target(r: int, d: int, activation: str = "abs", dtype=None) -> Mult
     >>> standard_target(2, 5).directions.shape
     (2, 5)
     """
-    if not isinstance(r, int) or not isinstance(d, int) or not 1 <= r <= d:
-        raise ValueError(f"need integers 1 <= r <= d, got r = {r!r}, d = {d!r}")
+    r = check_positive_int("r", r)
+    d = check_positive_int("d", d, minimum=r)
     dtype = jnp.zeros(()).dtype if dtype is None else dtype
     return MultiIndexTarget(jnp.eye(r, d, dtype=dtype), activation)
 
@@ -137,20 +142,13 @@ def population_loss(model: MeanFieldNet, target: MultiIndexTarget) -> Float[Arra
     """
     W = model.W
     check_shape("model.W", W, (None, target.directions.shape[1]))
-    _check_same_activation(model, target.activation)
+    check_activation(model.activation, expected=target.activation)
     k = dual_kernel(target.activation)
     r = target.rank
     sq = jnp.sum(W * W, axis=1)
     cross = jnp.sum(sq @ k((W / jnp.sqrt(sq)[:, None]) @ target.directions.T)) / W.shape[0]
     const = r * k(jnp.ones(())) + r * (r - 1) * k(jnp.zeros(()))
     return 0.5 * (_cross(W, W, k) - 2.0 * cross + const)
-
-
-def _check_same_activation(model: MeanFieldNet, activation: str) -> None:
-    if model.activation != activation:
-        raise ValueError(
-            f"the net's activation must be the target's {activation!r}, got {model.activation!r}"
-        )
 
 
 def population_distance(model1: MeanFieldNet, model2: MeanFieldNet) -> Float[Array, ""]:
@@ -160,7 +158,7 @@ def population_distance(model1: MeanFieldNet, model2: MeanFieldNet) -> Float[Arr
     >>> round(float(population_distance(net, MeanFieldNet(jnp.eye(2)[::-1]))), 12)
     0.0
     """
-    _check_same_activation(model2, model1.activation)
+    check_activation(model2.activation, expected=model1.activation)
     k = dual_kernel(model1.activation)
     W1, W2 = model1.W, model2.W
     return 0.5 * (_cross(W1, W1, k) - 2.0 * _cross(W1, W2, k) + _cross(W2, W2, k))

@@ -22,6 +22,7 @@ print(
 )
 eta = 1.0 / jnp.max(jnp.sum(X * X, axis=1))
 sol = margin_gradient_descent(X, y, net, learning_rate=eta, max_steps=10**5, normalized=True)
+assert bool(sol.ok) and bool(mm.ok), (sol.result, mm.result)
 for step, omc in zip(
     sol.steps[::10].tolist(), one_minus_cos(sol.trajectory.W, mm.W)[::10].tolist(), strict=True
 ):

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from dynamics import TwoLayerReLU
-from theory import RESULTS, Solution
+from theory import RESULTS, Solution, diffrax_stats
 from theory.checks import check_orthonormal_rows, check_shape, check_time_scale
 
 
@@ -107,11 +107,6 @@ def default_controller(rtol: float, atol: float) -> diffrax.PIDController:
     jumps the fitted neurons make the step size stability-limited, where these damp the
     accept/reject oscillation (1.3-1.6x fewer steps than diffrax's default)."""
     return diffrax.PIDController(rtol=rtol, atol=atol, pcoeff=0.4, icoeff=0.3)
-
-
-def solve_stats(sol: diffrax.Solution) -> dict:
-    """The `stats` of a flow's solution: diffrax's step counts."""
-    return {k: sol.stats[k] for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")}
 
 
 class FlowSolution(Solution):
@@ -218,6 +213,6 @@ def orthogonal_flow(
         model=_to_model(jax.tree_util.tree_map(lambda leaf: leaf[-1], final), frame),
         time_scale=tau,
         result=RESULTS.promote(sol.result),
-        stats=solve_stats(sol),
+        stats=diffrax_stats(sol),
     )
     return out.raise_if_failed(throw)

@@ -6,7 +6,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Float, Int
 
-from dynamics import TwoLayerReLU, square_loss, tangent_kernel
+from dynamics import TwoLayerReLU, square_loss, tangent_kernel_max
 from theory import RESULTS, Solution
 from theory.checks import check_orthonormal_rows, check_representable, check_shape
 
@@ -163,7 +163,7 @@ def stable_gradient_descent(
     (True, 1.0)
     """
     if kernel_max is None:
-        kernel_max = jnp.linalg.eigvalsh(tangent_kernel(model, X))[-1]
+        kernel_max = tangent_kernel_max(model, X)
     eta0 = 1.0 / kernel_max
     loss0 = square_loss(model, X, y)
 

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Bool, Float, Int
 
-from dynamics import MARGIN_LOSSES, LeakyReLUNet, leaky_relu, log_margin_loss, margin_loss
+from dynamics import LeakyReLUNet, check_margin_loss, leaky_relu, log_margin_loss, margin_loss
 from theory import RESULTS, Solution
 from theory.checks import check_plus_minus_one, check_shape
 
@@ -80,8 +80,7 @@ def margin_gradient_descent(
     n, d = X.shape
     check_shape("y", y, (n,))
     check_shape("model.W", model.W, (None, d))
-    if loss not in MARGIN_LOSSES:
-        raise ValueError(f"`loss` must be one of {MARGIN_LOSSES}, got {loss!r}")
+    check_margin_loss(loss)
     targets = checkpoint_steps(max_steps, num_checkpoints)
     y = check_plus_minus_one("y", y)
     a, gamma = model.a, model.gamma

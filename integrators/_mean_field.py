@@ -19,10 +19,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from dynamics import MeanFieldNet, MultiIndexTarget, observables, population_loss, sample_loss
-from theory import RESULTS, Solution
-from theory.checks import check_shape, check_value
-
-from ._flow import solve_stats
+from theory import RESULTS, Solution, diffrax_stats
+from theory.checks import check_activation, check_shape, check_value
 
 
 class MeanFieldSolution(Solution):
@@ -70,7 +68,7 @@ def check_memory(n: int, d: int, m: int, batch_size: int, dtype=jnp.float64) -> 
         raise MemoryError(
             f"a finite-sample flow with n = {n}, d = {d}, m = {m}, batch {batch_size} needs "
             f"~{need / 2**30:.1f} GiB, more than 80% of the {have / 2**30:.1f} GiB available: "
-            "lower --samples or the batch size"
+            "use fewer samples or a smaller batch"
         )
     return need
 
@@ -120,11 +118,7 @@ def mean_field_flow(
     W0 = model.W
     m, d = W0.shape
     check_shape("model.W", W0, (None, target.directions.shape[1]))
-    if model.activation != target.activation:
-        raise ValueError(
-            f"the net's activation must be the target's {target.activation!r}, "
-            f"got {model.activation!r}"
-        )
+    check_activation(model.activation, expected=target.activation)
     smooth = samples is None
     rtol = (1e-6 if smooth else 1e-4) if rtol is None else rtol
     atol = (1e-8 if smooth else 1e-6) if atol is None else atol
@@ -186,6 +180,6 @@ def mean_field_flow(
         alignment=obs.alignment,
         model=MeanFieldNet(final[-1], activation),
         result=RESULTS.promote(sol.result),
-        stats=solve_stats(sol),
+        stats=diffrax_stats(sol),
     )
     return out.raise_if_failed(throw)

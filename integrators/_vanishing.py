@@ -42,10 +42,10 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from dynamics import TwoLayerReLU
-from theory import RESULTS, Solution
+from theory import RESULTS, Solution, diffrax_stats
 from theory.checks import check_plus_minus_one, check_shape, check_time_scale
 
-from ._flow import default_controller, solve_stats
+from ._flow import default_controller
 
 
 class VanishingSolution(Solution):
@@ -87,6 +87,12 @@ class VanishingSolution(Solution):
         flow v_ji = 0; W = V X + alpha * `perp_directions` (the part of u_j orthogonal to the
         data, which never moves; omitted when `None`, exact for d = n). Values below float64's
         range come out as 0.
+
+        >>> sol = vanishing_flow(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[1.0]]),
+        ...                      jnp.array([0.0, 0.5]), time_scale=10.0)
+        >>> model = sol.to_model(jnp.eye(1))  # halfway to the jump: |a| = alpha^(1/2)
+        >>> round(float(model.a[0] / jnp.exp(-5.0)), 3)
+        1.0
         """
         tau = self.time_scale
         size = jnp.exp(tau * self.final_exponents)
@@ -216,6 +222,6 @@ def vanishing_flow(
         initial_directions=directions,
         time_scale=tau,
         result=RESULTS.promote(sol.result),
-        stats=solve_stats(sol),
+        stats=diffrax_stats(sol),
     )
     return out.raise_if_failed(throw)

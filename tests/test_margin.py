@@ -53,7 +53,7 @@ def test_max_margin_against_scipy_and_kkt(seed):
         f = jnp.sum(a[:, None] * slopes * (mm.W * mm.norm @ X.T), axis=0)
         np.testing.assert_allclose(y * f, mm.margins, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(jnp.linalg.norm(mm.W), 1.0, rtol=1e-12)
-        assert int(mm.stats["num_iterations"]) >= 1
+        assert int(mm.stats["num_steps"]) >= 1
 
 
 def test_max_margin_hand_case():

@@ -12,6 +12,7 @@ from dynamics import (
     signs_and_directions,
     square_loss,
     tangent_kernel,
+    tangent_kernel_max,
 )
 
 
@@ -72,8 +73,10 @@ def test_tangent_kernel_is_the_jacobian_gram_matrix():
     J = jax.jacobian(lambda m: m.predict(X))(model)
     flat = jnp.concatenate([J.a.reshape(5, -1), J.W.reshape(5, -1)], axis=1)
     np.testing.assert_allclose(tangent_kernel(model, X), flat @ flat.T / 5, rtol=1e-12)
-    # invariant: positive semidefinite
-    assert float(jnp.linalg.eigvalsh(tangent_kernel(model, X))[0]) > -1e-12
+    # invariant: positive semidefinite, and lambda_max is its top eigenvalue
+    eigs = np.linalg.eigvalsh(np.asarray(flat @ flat.T / 5))
+    assert eigs[0] > -1e-12
+    np.testing.assert_allclose(tangent_kernel_max(model, X), eigs[-1], rtol=1e-10)
 
 
 def test_half_squared_norm():

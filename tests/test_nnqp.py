@@ -11,7 +11,9 @@ def test_nnqp_against_scipy_and_its_kkt_conditions():
     for seed in range(4):
         A = jax.random.normal(jax.random.fold_in(key, seed), (12, 8))
         G, b = A.T @ A, jax.random.normal(jax.random.fold_in(key, 100 + seed), (8,))
-        lam, passive, it = nnqp(G, b, 1e-12, 100)
+        sol = nnqp(G, b, tol=1e-12, max_steps=100)
+        lam, passive, it = sol.lam, sol.passive, sol.stats["num_steps"]
+        assert bool(sol.ok)
         # scipy: min 1/2 lam^T G lam - b^T lam, lam >= 0, as a bounded least-squares problem
         R = np.linalg.cholesky(np.asarray(G)).T
         ref = scipy.optimize.lsq_linear(R, np.linalg.solve(R.T, np.asarray(b)), bounds=(0, np.inf))
@@ -23,10 +25,11 @@ def test_nnqp_against_scipy_and_its_kkt_conditions():
 
 
 def test_nnqp_hand_case_and_vmap():
-    lam, passive, _ = nnqp(jnp.eye(2), jnp.array([1.0, -1.0]), 1e-12, 20)
+    sol = nnqp(jnp.eye(2), jnp.array([1.0, -1.0]), tol=1e-12, max_steps=20)
+    lam, passive = sol.lam, sol.passive
     np.testing.assert_allclose(lam, [1.0, 0.0])
     assert passive.tolist() == [True, False]
-    batch = jax.vmap(lambda b: nnqp(jnp.eye(2), b, 1e-12, 20)[0])(
+    batch = jax.vmap(lambda b: nnqp(jnp.eye(2), b, tol=1e-12, max_steps=20).lam)(
         jnp.array([[1.0, 2.0], [-1.0, 3.0]])
     )
     np.testing.assert_allclose(batch, [[1.0, 2.0], [0.0, 3.0]])

@@ -25,7 +25,7 @@ def test_mass_ode_hand_case_and_against_the_simulation_over_stage_0():
     K = 3.0
     t_mid = 1.0 / (4 * K)
     np.testing.assert_allclose(
-        mass_ode(jnp.array(t_mid), K / (1 + np.e), c0=1.0, r=4, weight_decay=2.0), K / 2
+        mass_ode(K / (1 + np.e), jnp.array(t_mid), c0=1.0, r=4, weight_decay=2.0), K / 2
     )
     d, r, m, lam = 30, 6, 120, 0.5
     target = standard_target(r, d)
@@ -34,7 +34,7 @@ def test_mass_ode_hand_case_and_against_the_simulation_over_stage_0():
     sol = mean_field_flow(target, net, ts, weight_decay=lam)
     assert bool(sol.ok)
     c0 = hermite_coefficients("abs", 0)[0]
-    pred = mass_ode(ts, sol.alpha[0], c0=c0, r=r, weight_decay=lam)
+    pred = mass_ode(sol.alpha[0], ts, c0=c0, r=r, weight_decay=lam)
     # the mass multiplies by ~5 and settles; the degree-2 pull changes it by ~1% meanwhile
     assert float(sol.alpha[-1]) > 4 * float(sol.alpha[0])
     np.testing.assert_allclose(sol.alpha, pred, rtol=0.03)
@@ -44,14 +44,14 @@ def test_lotka_volterra_fixed_point_and_paper_form():
     c0, c2, r, d = 0.8, 0.6, 3, 10
     ts = jnp.array([0.0, 200.0])
     beta0 = jnp.array([0.05, 0.05])
-    sol = lotka_volterra(ts, beta0, c0=c0, c2=c2, r=r, d=d, weight_decay=0.0)
+    sol = lotka_volterra(beta0, ts, c0=c0, c2=c2, r=r, d=d, weight_decay=0.0)
     assert bool(sol.ok) and sol.ys.shape == (2, 2)
     # lambda = 0: the relevant mass goes to 1 (beta_1 = 1 fits the target's degree 0 and 2),
     # the irrelevant mass to 0
     np.testing.assert_allclose(sol.ys[-1, 0], 1.0, atol=5e-3)
     assert float(sol.ys[-1, 1]) < 1e-2
     # the paper's form keeps the mass where it is (no -2 c_2^2 beta_2 pull) and differs
-    paper = lotka_volterra(ts, beta0, c0=c0, c2=c2, r=r, d=d, weight_decay=0.0, corrected=False)
+    paper = lotka_volterra(beta0, ts, c0=c0, c2=c2, r=r, d=d, weight_decay=0.0, corrected=False)
     assert float(paper.ys[-1, 1]) > float(sol.ys[-1, 1])
     assert sol.result == RESULTS.successful and int(sol.stats["num_steps"]) > 0
     np.testing.assert_allclose(mass_ratio(jnp.array([1.0, 0.5]), c0=1.0, c2=1.0, r=1, d=3), 0.5)
@@ -65,22 +65,22 @@ def test_lotka_volterra_against_the_simulation_in_the_degree_2_stage():
     sim = mean_field_flow(target, net, ts, weight_decay=lam)
     c = hermite_coefficients("abs", 2)
     beta0 = jnp.array([sim.beta1[0], sim.beta2[0]])
-    lv = lotka_volterra(ts, beta0, c0=c[0], c2=c[2], r=r, d=d, weight_decay=lam)
+    lv = lotka_volterra(beta0, ts, c0=c[0], c2=c[2], r=r, d=d, weight_decay=lam)
     np.testing.assert_allclose(lv.ys[:, 0], sim.beta1, rtol=0.15)
 
 
 def test_tensor_power_is_monotone_to_its_fixed_point():
     ts = jnp.linspace(0.0, 50.0, 51)
-    sol = tensor_power(ts, 0.3, activation="abs")
+    sol = tensor_power(0.3, ts, activation="abs")
     assert bool(sol.ok)
     p = np.asarray(sol.ys)
     assert np.all(np.diff(p) >= -1e-12) and p[-1] == pytest.approx(1.0, abs=1e-6)
     # hand case: near p = 0 the lowest term dominates, dp/dt ~ 2 * 4 c_4^2 p^2
     c4 = float(hermite_coefficients("abs", 4)[4])
-    small = tensor_power(jnp.array([0.0, 1e-3]), 1e-3, activation="abs")
+    small = tensor_power(1e-3, jnp.array([0.0, 1e-3]), activation="abs")
     np.testing.assert_allclose((small.ys[1] - 1e-3) / 1e-3, 8 * c4**2 * 1e-6, rtol=0.01)
     with pytest.raises(ValueError, match="activation"):
-        tensor_power(ts, 0.3, activation="tanh")
+        tensor_power(0.3, ts, activation="tanh")
 
 
 def test_stage_times_order_and_the_throw_convention():
@@ -91,7 +91,7 @@ def test_stage_times_order_and_the_throw_convention():
     # the closed-form tau_0 against the mass ODE: alpha~ is 90% of the way there at tau_0
     c0 = hermite_coefficients("abs", 0)[0]
     K = mass_equilibrium(c0, 8, 0.4)
-    alpha = mass_ode(st.tau_0, 1.0, c0=c0, r=8, weight_decay=0.4)
+    alpha = mass_ode(1.0, st.tau_0, c0=c0, r=8, weight_decay=0.4)
     np.testing.assert_allclose(alpha, 1 + 0.9 * (K - 1))
 
 

@@ -101,7 +101,7 @@ def test_changed_configuration_is_refused(tmp_path):
         assert "different configuration" in proc.stderr and "SweepConfigError" in proc.stderr
 
 
-def test_failed_chunk_is_recorded_and_the_sweep_goes_on(tmp_path, capfd):
+def test_failed_chunk_is_recorded_and_the_sweep_goes_on(tmp_path):
     bad = jax.random.fold_in(jax.random.PRNGKey(0), 5)
 
     def run(key, scale):
@@ -114,7 +114,6 @@ def test_failed_chunk_is_recorded_and_the_sweep_goes_on(tmp_path, capfd):
     assert "seed 5 diverged" in res.failed[0][0]["error"]
     x = res.outputs[0]["x"]
     assert np.isnan(x[4:8]).all() and np.isfinite(x[:4]).all() and np.isfinite(x[8:]).all()
-    assert "failed" in capfd.readouterr().err
     assert (tmp_path / "chunks" / "p000_s0000004-0000008.failed.json").exists()
     again = sweep(run, seeds=12, grid=[{"scale": 2.0}], out=tmp_path, chunk_size=4, batch_size=2)
     assert again.loaded_chunks == 2 and again.computed_chunks == 0 and len(again.failed[0]) == 1

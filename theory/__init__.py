@@ -29,7 +29,7 @@ from ._margin import (
     one_minus_cos as one_minus_cos,
     signal_regime as signal_regime,
 )
-from ._nnqp import nnqp as nnqp
+from ._nnqp import NNQPSolution as NNQPSolution, nnqp as nnqp
 from ._saddle import (
     SaddleJumps as SaddleJumps,
     coverage_width as coverage_width,
@@ -39,7 +39,7 @@ from ._saddle import (
     predicted_exponents as predicted_exponents,
     saddle_jumps as saddle_jumps,
 )
-from ._solution import RESULTS as RESULTS, Solution as Solution
+from ._solution import RESULTS as RESULTS, Solution as Solution, diffrax_stats as diffrax_stats
 from ._staircase import (
     ODESolution as ODESolution,
     StageTimes as StageTimes,

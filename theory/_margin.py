@@ -44,11 +44,11 @@ class MaxMargin(Solution):
     - `result`: `RESULTS.successful` when the KKT test passed; `RESULTS.infeasible` when the
       program has no solution (the dual is unbounded: the data are not separable with this
       pattern; W and lam are then 0, never NaN); `RESULTS.max_steps_reached` when the
-      active-set loop stopped first. `feasible` and `converged` read it.
-    - `stats`: `{"num_iterations": ...}`, the active-set iterations.
+      active-set loop stopped first. `feasible` reads it.
+    - `stats`: `{"num_steps": ...}`, the active-set iterations.
 
     >>> mm = max_margin(jnp.array([[1.0, 0.0]]), jnp.array([1.0]), jnp.array([1.0]), 0.5)
-    >>> mm.W.tolist(), bool(mm.feasible), bool(mm.converged)
+    >>> mm.W.tolist(), bool(mm.feasible), bool(mm.ok)
     ([[1.0, 0.0]], True, True)
     """
 
@@ -66,11 +66,6 @@ class MaxMargin(Solution):
     def feasible(self):
         """False where the program is infeasible."""
         return self.result != RESULTS.infeasible
-
-    @property
-    def converged(self):
-        """True where the KKT conditions hold to the tolerance (the same as `ok`)."""
-        return self.ok
 
 
 def activation_pattern(W: Float[Array, "m d"], X: Float[Array, "n d"]) -> Bool[Array, "m n"]:
@@ -145,7 +140,8 @@ def _max_margin(X, y, a, gamma, pattern, tol):
     scale = jnp.max(jnp.diagonal(G))
     eps = jnp.finfo(X.dtype).eps
     tol = 1e3 * eps * scale if tol is None else tol
-    lam, passive, it = nnqp(G, jnp.ones((n,), X.dtype), tol, 10 * n)
+    qp = nnqp(G, jnp.ones((n,), X.dtype), tol=tol, max_steps=10 * n)
+    lam, it = qp.lam, qp.stats["num_steps"]
     finite = jnp.all(jnp.isfinite(lam)) & (jnp.max(jnp.abs(lam)) < 1e12 / scale)
     lam = jnp.where(finite, lam, 0.0)
     margins = G @ lam
@@ -176,7 +172,7 @@ def _max_margin(X, y, a, gamma, pattern, tol):
         pattern=pattern,
         pattern_consistent=consistent & finite,
         result=result,
-        stats={"num_iterations": it},
+        stats={"num_steps": it},
     )
 
 

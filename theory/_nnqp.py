@@ -8,6 +8,22 @@ in finitely many steps at an exact KKT point. `theory.max_margin` solves its dua
 
 import jax
 import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float
+
+from ._solution import RESULTS, Solution
+
+
+class NNQPSolution(Solution):
+    """Result of `nnqp`: the minimizer `lam` and its support `passive` (lam_i > 0), with
+    `result` (`max_steps_reached` when `max_steps` ran out, `nonfinite` when lam blew up: G
+    singular on the support) and `stats` (`num_steps`: inner iterations).
+
+    >>> nnqp(jnp.eye(1), jnp.array([2.0]), tol=1e-12, max_steps=5).lam.tolist()
+    [2.0]
+    """
+
+    lam: Float[Array, " n"]
+    passive: Bool[Array, " n"]
 
 
 def spd_solve(M, b):
@@ -42,17 +58,30 @@ def spd_solve(M, b):
     return jax.lax.fori_loop(0, n, backward, jnp.zeros_like(b))
 
 
-def nnqp(G, b, tol, max_iter):
+def nnqp(G, b, *, tol, max_steps: int, throw: bool = False) -> NNQPSolution:
     """Lawson-Hanson active set for min 1/2 lam^T G lam - b^T lam, lam >= 0 (G PSD).
 
-    Returns `(lam, passive, iterations)`: the minimizer, its support and the number of inner
-    iterations; the loops stop once no inactive constraint has a gradient above `tol`, after
-    `max_iter` iterations, or when lam becomes non-finite (G singular on the support).
+    The loops stop once no inactive constraint has a gradient above `tol` (success), after
+    `max_steps` inner iterations, or when lam becomes non-finite (G singular on the support).
 
-    >>> lam, passive, it = nnqp(jnp.eye(2), jnp.array([1.0, -1.0]), 1e-12, 20)
-    >>> lam.tolist(), passive.tolist()
-    ([1.0, 0.0], [True, False])
+    >>> sol = nnqp(jnp.eye(2), jnp.array([1.0, -1.0]), tol=1e-12, max_steps=20)
+    >>> sol.lam.tolist(), sol.passive.tolist(), bool(sol.ok)
+    ([1.0, 0.0], [True, False], True)
     """
+    lam, passive, it = _active_set(G, b, tol, max_steps)
+    w = b - G @ lam
+    finite = jnp.all(jnp.isfinite(lam))
+    done = ~jnp.any(~passive & (w > tol))
+    result = RESULTS.where(
+        finite,
+        RESULTS.where(done, RESULTS.successful, RESULTS.max_steps_reached),
+        RESULTS.nonfinite,
+    )
+    out = NNQPSolution(lam=lam, passive=passive, result=result, stats={"num_steps": it})
+    return out.raise_if_failed(throw)
+
+
+def _active_set(G, b, tol, max_iter):
     n = b.shape[0]
     eye = jnp.eye(n, dtype=G.dtype)
 

@@ -24,9 +24,10 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from .checks import check_plus_minus_one, check_shape
+from .checks import check_plus_minus_one, check_positive_int, check_shape, check_time_scale
 
 
 class SaddleJumps(eqx.Module):
@@ -67,26 +68,45 @@ class SaddleJumps(eqx.Module):
 
     @property
     def last_time(self) -> Float[Array, ""]:
-        """The last jump time t_K (0 when no neuron can jump)."""
+        """The last jump time t_K (0 when no neuron can jump).
+
+        >>> float(saddle_jumps(jnp.array([2.0]), jnp.array([1.0]), jnp.array([[0.3]])).last_time)
+        0.5
+        """
         return jnp.max(jnp.where(jnp.isfinite(self.times), self.times, 0.0), axis=-1)
 
     def horizon(self, factor: float) -> Float[Array, ""]:
         """`factor` x t_K (x 1 when there is no jump): a time by which a simulation has gone
-        through every jump."""
+        through every jump.
+
+        >>> pred = saddle_jumps(jnp.array([2.0]), jnp.array([1.0]), jnp.array([[0.3]]))
+        >>> float(pred.horizon(1.3))
+        0.65
+        """
         last = self.last_time
         return factor * jnp.where(last > 0, last, 1.0)
 
     @property
     def final_loss(self) -> Float[Array, ""]:
         """The loss after the last jump, 1/(2n) sum of y_i^2 over the uncovered samples: the
-        floor no training from this initialization can go below."""
+        floor no training from this initialization can go below.
+
+        >>> pred = saddle_jumps(jnp.array([2.0, 1.0]), jnp.array([1.0]), jnp.array([[0.3, -0.4]]))
+        >>> float(pred.final_loss)  # sample 1 is uncovered: 1/(2n) y_1^2
+        0.25
+        """
         return jnp.where(
             self.num_jumps > 0, self.plateaus[self.num_jumps - 1], self.initial_plateau
         )
 
     def gd_epochs(self, *, time_scale, learning_rate) -> Float[Array, ""]:
         """Gradient-descent steps to the last jump: GD with step eta reaches rescaled time
-        k eta / tau after k steps, so t_K is reached after tau t_K / eta steps."""
+        k eta / tau after k steps, so t_K is reached after tau t_K / eta steps.
+
+        >>> pred = saddle_jumps(jnp.array([2.0]), jnp.array([1.0]), jnp.array([[0.3]]))
+        >>> float(pred.gd_epochs(time_scale=69.0, learning_rate=0.5))
+        69.0
+        """
         return time_scale * self.last_time / learning_rate
 
 
@@ -244,9 +264,10 @@ def coverage_width(n, delta=1e-4):
     >>> coverage_width(32)
     45
     """
-    if isinstance(n, int) and isinstance(delta, float | int):
-        if n < 1 or not 0 < delta < 1:
-            raise ValueError(f"need n >= 1 and delta in (0, 1), got n={n}, delta={delta}")
+    if isinstance(n, int | np.integer) and isinstance(delta, float | int | np.floating):
+        n = check_positive_int("n", n)
+        if not 0 < delta < 1:
+            raise ValueError(f"`delta` must lie in (0, 1), got {delta}")
         return math.ceil(math.log(n / delta) / math.log(4 / 3) - 1e-12)
     return jnp.ceil(jnp.log(n / delta) / jnp.log(4.0 / 3.0) - 1e-12).astype(int)
 
@@ -311,7 +332,7 @@ def jump_time_grid(
     [0.0, 0.5, 0.7, 1.0, 1.0, 1.3, 1.5, 2.0]
     """
     t1 = jnp.asarray(t1, jnp.result_type(float))
-    w = jnp.minimum(0.5, window / jnp.asarray(time_scale, t1.dtype))
+    w = jnp.minimum(0.5, window / check_time_scale(time_scale, t1.dtype))
     centers = jnp.where(jnp.isfinite(prediction.times), prediction.times, t1)
     offsets = jnp.linspace(-1.0, 1.0, window_points, dtype=t1.dtype)
     local = centers[:, None] * (1.0 + w * offsets[None, :])

@@ -26,6 +26,17 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
     infeasible = "The program is infeasible: no point satisfies its constraints."
 
 
+def diffrax_stats(sol: diffrax.Solution) -> dict:
+    """The `stats` of a solution from a diffrax solve: its step counts.
+
+    >>> term = diffrax.ODETerm(lambda t, y, args: -y)
+    >>> sol = diffrax.diffeqsolve(term, diffrax.Tsit5(), 0.0, 1.0, 0.1, 1.0)
+    >>> int(diffrax_stats(sol)["num_steps"])
+    10
+    """
+    return {k: sol.stats[k] for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")}
+
+
 class Solution(eqx.Module):
     """Base of every solution: `result`, `stats` and the `ok` property.
 

@@ -27,7 +27,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._hermite import hermite_coefficients, hermite_energies
-from ._solution import RESULTS, Solution
+from ._solution import RESULTS, Solution, diffrax_stats
 from .checks import check_activation
 
 
@@ -36,7 +36,7 @@ class ODESolution(Solution):
     times `ts`, diffrax's `result` (as a `RESULTS` item) and `stats` (steps, accepted and
     rejected steps). After a failure the remaining values are `inf`, never silent NaNs.
 
-    >>> sol = tensor_power(jnp.array([0.0, 1.0]), 0.5, activation="abs")
+    >>> sol = tensor_power(0.5, jnp.array([0.0, 1.0]), activation="abs")
     >>> sol.ys.shape, sorted(sol.stats)
     ((2,), ['num_accepted_steps', 'num_rejected_steps', 'num_steps'])
     """
@@ -59,8 +59,8 @@ def _solve(field, y0, ts, args, rtol, atol, throw) -> ODESolution:
         max_steps=100_000,
         throw=False,
     )
-    stats = {k: sol.stats[k] for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")}
-    out = ODESolution(ts=ts, ys=sol.ys, result=RESULTS.promote(sol.result), stats=stats)
+    result = RESULTS.promote(sol.result)
+    out = ODESolution(ts=ts, ys=sol.ys, result=result, stats=diffrax_stats(sol))
     return out.raise_if_failed(throw)
 
 
@@ -73,11 +73,11 @@ def mass_equilibrium(c0, r, weight_decay):
     return r - weight_decay / (2.0 * c0**2)
 
 
-def mass_ode(ts: Float[Array, " T"], alpha0, *, c0, r, weight_decay) -> Float[Array, " T"]:
+def mass_ode(alpha0, ts: Float[Array, " T"], *, c0, r, weight_decay) -> Float[Array, " T"]:
     """The solution of d alpha~/dt = 4 c_0^2 alpha~ (K - alpha~), K = r - lambda / (2 c_0^2):
     the logistic curve alpha~(t) = K / (1 + (K / alpha0 - 1) exp(-4 c_0^2 K t)).
 
-    >>> [round(v, 4) for v in mass_ode(jnp.array([0.0, 10.0]), 1.0, c0=1.0, r=4, weight_decay=2.0).tolist()]
+    >>> [round(v, 4) for v in mass_ode(1.0, jnp.array([0.0, 10.0]), c0=1.0, r=4, weight_decay=2.0).tolist()]
     [1.0, 3.0]
     """  # noqa: E501
     K = mass_equilibrium(c0, r, weight_decay)
@@ -98,8 +98,8 @@ def _lv_field(t, beta, args):
 
 
 def lotka_volterra(
-    ts: Float[Array, " T"],
     beta0: Float[Array, " 2"],
+    ts: Float[Array, " T"],
     *,
     c0,
     c2,
@@ -116,7 +116,7 @@ def lotka_volterra(
 
     At lambda = 0 the relevant mass beta_1 goes to 1 and beta_2 to 0:
 
-    >>> sol = lotka_volterra(jnp.array([0.0, 1000.0]), jnp.array([0.01, 0.01]), c0=0.5, c2=0.5,
+    >>> sol = lotka_volterra(jnp.array([0.01, 0.01]), jnp.array([0.0, 1000.0]), c0=0.5, c2=0.5,
     ...                      r=2, d=4, weight_decay=0.0)
     >>> bool(sol.ok), [round(v, 2) for v in sol.ys[-1].tolist()]
     (True, [1.0, 0.0])
@@ -137,14 +137,14 @@ def mass_ratio(beta, *, c0, c2, r: int, d: int):
 
 
 def tensor_power(
-    ts, p0, *, activation: str, max_degree: int = 40, throw: bool = False
+    p0, ts, *, activation: str, max_degree: int = 40, throw: bool = False
 ) -> ODESolution:
     """p(t) under dp/dt = 2 (1 - p) sum_{j>=2} 2j c_{2j}^2 p^j, the alignment of a neuron with
     one target direction (p = squared coordinate of its direction in the target subspace),
     truncated at degree `max_degree`; `ys` (T,). From p0, e.g. the best initial neuron's
     2 log(m) / r. p = 1 is the fixed point, and p rises monotonically towards it:
 
-    >>> sol = tensor_power(jnp.array([0.0, 1.0, 100.0]), 0.5, activation="abs")
+    >>> sol = tensor_power(0.5, jnp.array([0.0, 1.0, 100.0]), activation="abs")
     >>> bool(sol.ok), bool(sol.ys[1] > 0.5), round(float(sol.ys[-1]), 3)
     (True, True, 1.0)
     """
@@ -212,9 +212,9 @@ def stage_times(
     tau0 = jnp.log((K / alpha0 - 1.0) / (K / target - 1.0)) / (4.0 * c0**2 * K)
     ts = jnp.linspace(0.0, horizon, points)
     beta0 = jnp.array([alpha0 / d, alpha0 / d])
-    lv = lotka_volterra(ts, beta0, c0=c0, c2=c2, r=r, d=d, weight_decay=weight_decay)
+    lv = lotka_volterra(beta0, ts, c0=c0, c2=c2, r=r, d=d, weight_decay=weight_decay)
     tau2 = _first_time(ts, mass_ratio(lv.ys, c0=c0, c2=c2, r=r, d=d) <= eta)
-    tp = tensor_power(ts, jnp.minimum(2.0 * jnp.log(m) / r, 0.99), activation=activation)
+    tp = tensor_power(jnp.minimum(2.0 * jnp.log(m) / r, 0.99), ts, activation=activation)
     tau4 = tau2 + _first_time(ts, tp.ys >= 1.0 - eps)
     result = RESULTS.where(lv.ok, tp.result, lv.result)
     stats = {k: lv.stats[k] + tp.stats[k] for k in lv.stats}

@@ -28,6 +28,7 @@ __all__ = [
     "check_plus_minus_one",
     "check_gamma",
     "check_activation",
+    "check_positive_int",
 ]
 
 ACTIVATIONS = ("abs", "relu", "gelu", "swish")
@@ -127,9 +128,9 @@ def check_orthonormal_rows(name: str, X, atol: float = 1e-6):
     n = jnp.shape(X)[0]
     gram = X @ X.T
     err = jnp.max(jnp.abs(gram - jnp.eye(n, dtype=gram.dtype)))
-    return check_value(
-        X, err <= atol, f"the rows of `{name}` must be orthonormal (X X^T = I to {atol:g})"
-    )
+    given = f", got max |X X^T - I| = {_shown(err)}" if is_concrete(err) else ""
+    message = f"the rows of `{name}` must be orthonormal (X X^T = I to {atol:g}){given}"
+    return check_value(X, err <= atol, message)
 
 
 def check_representable(a, W) -> None:
@@ -161,11 +162,15 @@ def check_plus_minus_one(name: str, x):
     >>> y = check_plus_minus_one("y", jnp.array([1.0, -1.0]))
     >>> check_plus_minus_one("y", jnp.array([1.0, 0.5]))
     Traceback (most recent call last):
-    ValueError: `y` must take values in {-1, +1}
+    ValueError: `y` must take values in {-1, +1}, got 1 other value(s), e.g. 0.5
     """
-    return check_value(
-        x, jnp.all(jnp.abs(jnp.asarray(x)) == 1), f"`{name}` must take values in {{-1, +1}}"
-    )
+    bad = jnp.abs(jnp.asarray(x)) != 1
+    ok = ~jnp.any(bad)
+    given = ""
+    if is_concrete(bad) and not bool(ok):
+        first = np.asarray(x).ravel()[np.argmax(np.asarray(bad).ravel())]
+        given = f", got {int(np.sum(np.asarray(bad)))} other value(s), e.g. {first:g}"
+    return check_value(x, ok, f"`{name}` must take values in {{-1, +1}}{given}")
 
 
 def check_gamma(gamma) -> None:
@@ -180,13 +185,35 @@ def check_gamma(gamma) -> None:
         raise ValueError(f"`gamma` must lie in (0, 1), got {_shown(gamma)}")
 
 
-def check_activation(activation: str) -> None:
-    """The multi-index paper's activations: one of `ACTIVATIONS`.
+def check_activation(activation: str, expected: str | None = None) -> None:
+    """The multi-index paper's activations: one of `ACTIVATIONS`; with `expected`, that one
+    (a net must use its target's activation).
 
     >>> check_activation("abs")
     >>> check_activation("tanh")
     Traceback (most recent call last):
     ValueError: `activation` must be one of ('abs', 'relu', 'gelu', 'swish'), got 'tanh'
+    >>> check_activation("relu", expected="abs")
+    Traceback (most recent call last):
+    ValueError: the net's `activation` must be the target's 'abs', got 'relu'
     """
     if activation not in ACTIVATIONS:
         raise ValueError(f"`activation` must be one of {ACTIVATIONS}, got {activation!r}")
+    if expected is not None and activation != expected:
+        raise ValueError(
+            f"the net's `activation` must be the target's {expected!r}, got {activation!r}"
+        )
+
+
+def check_positive_int(name: str, value, minimum: int = 1) -> int:
+    """A size: a Python or NumPy integer >= `minimum`; returns it as a Python int.
+
+    >>> check_positive_int("n", np.int64(5))
+    5
+    >>> check_positive_int("n", 2.5)
+    Traceback (most recent call last):
+    ValueError: `n` must be an integer >= 1, got 2.5
+    """
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
+    return int(value)
