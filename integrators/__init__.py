@@ -28,6 +28,7 @@ from ._mean_field import (
 from ._sweep import (
     SweepConfigError as SweepConfigError,
     SweepResult as SweepResult,
+    load_sweep as load_sweep,
     pick_batch_size as pick_batch_size,
     sweep as sweep,
 )

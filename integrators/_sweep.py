@@ -22,15 +22,24 @@ chunking, batching or sharding. Each finished chunk is written atomically (`npz`
 under `out/chunks/`; running the same sweep again loads finished chunks and computes only the
 rest. `out/sweep.json` holds the configuration's fingerprint: a different configuration in the
 same folder is refused; the configuration includes the name and source hash of `run` and
-`make` (not of the library code they call). A chunk whose solve raises is recorded and
-reported (its seeds are NaN / -1 / False), the sweep goes on, and a rerun retries it.
+`make` with everything they capture (`integrators._fingerprint`: closure values, the module
+globals they read, `functools.partial` arguments, array contents; not the library code they
+call, and not the name of their module). Each chunk file is stamped with the fingerprint,
+its grid point (index and parameters) and its seed range; a file that does not match is
+recomputed, never merged. A damaged `sweep.json` is rewritten like a damaged chunk. A sweep
+whose chunks are all on disk loads them without compiling anything, and `load_sweep(out)`
+reads a finished or partial sweep back without the functions. A chunk whose solve raises is
+recorded and reported (its seeds are NaN / -1 / False), the sweep goes on, and a rerun
+retries it.
+
+Two processes may run the same sweep into one folder at once: every file is written to a
+private temporary name and renamed atomically, so none is ever corrupted, but both may
+compute the same chunks (the work is duplicated, not coordinated).
 
 Multi-host: call `jax.distributed.initialize()` in every process before the sweep; the mesh
 then spans all processes' devices, every process computes its share, and process 0 writes.
 """
 
-import hashlib
-import inspect
 import json
 import math
 import os
@@ -46,7 +55,11 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-__all__ = ["SweepConfigError", "SweepResult", "sweep", "pick_batch_size"]
+from theory.checks import check_positive_int
+
+from ._fingerprint import code_digest, digest
+
+__all__ = ["SweepConfigError", "SweepResult", "load_sweep", "sweep", "pick_batch_size"]
 
 
 class SweepConfigError(ValueError):
@@ -71,8 +84,11 @@ class SweepResult(NamedTuple):
     - `outputs`: per point, `{name: array}` with a leading seed axis of length `seeds`.
     - `failed`: per point, a list of `{"seeds": [lo, hi], "error": str}` for chunks that raised.
     - `computed_chunks`, `loaded_chunks`: chunks computed now / loaded from `out`.
-    - `batch_size`, `chunk_size`, `devices`: what ran; `wall_seconds`: the sweep's time,
+    - `batch_size`, `chunk_size`, `devices`: what ran (`batch_size` is 0 when nothing had to
+      be computed and the manifest does not say); `wall_seconds`: the sweep's time,
       `point_seconds`: per point (compilation included where it happened).
+    - `missing`: per point, the `[lo, hi]` seed ranges with no chunk on disk (only from
+      `load_sweep` of a partial sweep; their seeds are NaN / -1 / False).
 
     >>> res = sweep(lambda key: {"x": jax.random.normal(key)}, seeds=4, progress=False)
     >>> res.outputs[0]["x"].shape, res.computed_chunks, res.failed
@@ -89,6 +105,7 @@ class SweepResult(NamedTuple):
     devices: int
     wall_seconds: float
     point_seconds: list[float]
+    missing: list[list[list[int]]] = []
 
 
 def _l2_bytes() -> int:
@@ -125,19 +142,9 @@ def _flat_names(tree) -> dict[str, Any]:
     return {jax.tree_util.keystr(path).strip("[]'\"."): leaf for path, leaf in leaves}
 
 
-def _code_id(fn) -> str:
-    """Module, name and a hash of the source of a user function (its name alone if the source
-    cannot be read): part of the fingerprint, so another or an edited `run` is refused."""
-    name = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
-    try:
-        source = inspect.getsource(fn)
-    except (OSError, TypeError):
-        return name
-    return f"{name}:{hashlib.sha256(source.encode()).hexdigest()[:16]}"
-
-
-def _fingerprint(spec: dict) -> str:
-    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
+def _point_stamp(index: int, point: dict) -> str:
+    """What a chunk file is stamped with besides the fingerprint: its grid point."""
+    return f"{index}:{digest({k: point[k] for k in sorted(point)})}"
 
 
 def _fill(shape, dtype) -> np.ndarray:
@@ -246,23 +253,64 @@ def _atomic_savez(path: Path, arrays: dict):
     os.replace(tmp, path)
 
 
-def _load_chunk(path: Path, fingerprint: str, lo: int, hi: int, expected: dict):
-    """The chunk's arrays, or None when missing, partial, corrupt or from another sweep."""
+def _load_chunk(path: Path, stamps: dict, expected: dict):
+    """The chunk's arrays, or None when missing, partial, corrupt, or stamped for another
+    sweep, grid point or seed range."""
     if not path.exists():
         return None
     try:
         with np.load(path, allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}
-        if str(data.pop("__fingerprint__")) != fingerprint:
-            return None
-        if data.pop("__seeds__").tolist() != [lo, hi]:
-            return None
+        for key, value in stamps.items():
+            if np.asarray(data.pop(key)).tolist() != value:
+                return None
+        lo, hi = stamps["__seeds__"]
         for name, (shape, dtype) in expected.items():
             if data[name].shape != (hi - lo, *shape) or data[name].dtype != dtype:
                 return None
         return {name: data[name] for name in expected}
     except Exception:  # noqa: BLE001 - any unreadable file is recomputed, never merged
         return None
+
+
+def _read_manifest(path: Path) -> dict | None:
+    """`sweep.json`, or None when it is missing or damaged (then it is rewritten)."""
+    try:
+        manifest = json.loads(path.read_text())
+        ok = (
+            isinstance(manifest, dict)
+            and isinstance(manifest.get("fingerprint"), str)
+            and isinstance(manifest.get("spec"), dict)
+            and isinstance(manifest.get("chunk_size"), int)
+            and manifest["chunk_size"] >= 1
+        )
+        return manifest if ok else None
+    except (OSError, ValueError):
+        return None
+
+
+def _write_json(path: Path, value: dict) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(value, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def _chunk_path(out: Path, index: int, lo: int, hi: int) -> Path:
+    return out / "chunks" / f"p{index:03d}_s{lo:07d}-{hi:07d}.npz"
+
+
+def _check_arguments(seeds, points, static, chunk_size, batch_size) -> int:
+    seeds = check_positive_int("seeds", seeds)
+    for name, value in (("chunk_size", chunk_size), ("batch_size", batch_size)):
+        if value is not None:
+            check_positive_int(name, value)
+    for i, point in enumerate(points):
+        missing = [k for k in static if k not in point]
+        if missing:
+            raise ValueError(f"`static` names {missing}, missing from grid point {i}: {point}")
+    if not points:
+        raise ValueError("`grid` must hold at least one point, got none")
+    return seeds
 
 
 def sweep(
@@ -290,11 +338,12 @@ def sweep(
       Parameters named in `static` are Python values (shapes: width, n) and compile once per
       distinct value; the others become arrays, so a sweep over alpha compiles once.
     - `out`: folder for chunk files and the manifest; `None` keeps everything in memory.
-    - `config`: anything else that defines the sweep (it enters the fingerprint).
+    - `config`: anything else that defines the sweep (it enters the fingerprint, by content).
     - `chunk_size`: seeds per chunk (default: 64 rounded to devices x batch, or fewer when
-      there are fewer seeds); a resumed sweep
-      keeps the chunk size of its manifest. `batch_size`: seeds vmapped together per device
-      (default: the cache rule, `pick_batch_size`).
+      there are fewer seeds; at most `seeds`); a resumed sweep keeps the chunk size of its
+      manifest. A chunk is padded to a multiple of the device count, never further.
+      `batch_size`: seeds vmapped together per device (default: the cache rule,
+      `pick_batch_size`). Both must be positive integers (`ValueError`).
 
     >>> res = sweep(lambda key, alpha: {"x": alpha * jax.random.normal(key)}, seeds=100,
     ...             grid=[{"alpha": 0.1}, {"alpha": 1.0}], progress=False)
@@ -302,10 +351,10 @@ def sweep(
     (100,)
     """
     timer = time.perf_counter()
-    if seeds < 1:
-        raise ValueError(f"`seeds` must be >= 1, got {seeds}")
     points = [dict(p) for p in grid]
     static = tuple(static)
+    seeds = _check_arguments(seeds, points, static, chunk_size, batch_size)
+    base_seed = int(base_seed)
     make = _key_itself if make is None else make
     devices = jax.devices()
     n_dev = len(devices)
@@ -319,76 +368,97 @@ def sweep(
         "static": list(static),
         "config": dict(config or {}),
         "dtype": str(dtype),
-        "code": {"run": _code_id(run), "make": _code_id(make)},
     }
-    fingerprint = _fingerprint(spec)
+    identity = {
+        **spec,
+        "points": digest(points),
+        "config": digest(dict(config or {})),
+        "code": {"run": code_digest(run), "make": code_digest(make)},
+    }
+    fingerprint = digest(identity)
     writer = jax.process_index() == 0
     out = None if out is None else Path(out)
+    manifest = None
     if out is not None:
-        manifest_path = out / "sweep.json"
-        if manifest_path.exists():
-            manifest = json.loads(manifest_path.read_text())
-            if manifest.get("fingerprint") != fingerprint:
-                old = manifest.get("spec", {})
-                differs = sorted(k for k in set(old) | set(spec) if old.get(k) != spec.get(k))
-                raise SweepConfigError(
-                    f"{out} holds a sweep with a different configuration (differs in: "
-                    f"{', '.join(differs) or 'fingerprint'}). Use another --out folder, or delete "
-                    "this one to start over; results of two configurations are never merged."
-                )
+        manifest = _read_manifest(out / "sweep.json")
+        if manifest is not None and manifest["fingerprint"] != fingerprint:
+            old = manifest.get("identity", {})
+            differs = sorted(k for k in set(old) | set(identity) if old.get(k) != identity.get(k))
+            raise SweepConfigError(
+                f"{out} holds a sweep with a different configuration (differs in: "
+                f"{', '.join(differs) or 'fingerprint'}). Use another --out folder, or delete "
+                "this one to start over; results of two configurations are never merged."
+            )
+        if manifest is not None:
             chunk_size = manifest["chunk_size"]
         (out / "chunks").mkdir(parents=True, exist_ok=True)
 
-    programs: dict[tuple, _Programs] = {}
     device_ids = tuple(d.id for d in devices)
     key0 = jax.random.PRNGKey(base_seed)
-    outputs, failed, point_seconds = [], [], []
-    computed = loaded = 0
-    progress_bar = None
-    for index, point in enumerate(points):
+    # what every point returns, by tracing alone (nothing is compiled here)
+    layouts = []
+    for point in points:
         stat = {k: point[k] for k in static}
         dyn = {k: jnp.asarray(v, dtype) for k, v in point.items() if k not in static}
         skey = (make, run, tuple(sorted(stat.items())), device_ids, batch_size)
         if skey not in _PROGRAMS:
             _PROGRAMS[skey] = _Programs(make, run, stat, mesh, batch_size)
-        prog = programs[skey] = _PROGRAMS[skey]
-        point_start = time.perf_counter()
+        prog = _PROGRAMS[skey]
         inst_one = jax.eval_shape(prog.make_one, key0, dyn)
         out_one = jax.eval_shape(prog.run_one, inst_one, dyn)
         expected = {k: (v.shape, np.dtype(v.dtype)) for k, v in _flat_names(out_one).items()}
+        layouts.append((prog, dyn, inst_one, expected))
+    if chunk_size is None:
+        prog, dyn, inst_one, _ = layouts[0]
         if prog.run is None:
             prog.prepare(inst_one, dyn)
-        if chunk_size is None:
-            unit = n_dev * prog.batch_size
-            chunk_size = min(unit * max(1, 64 // unit), -(-seeds // n_dev) * n_dev)
-        padded = -(-chunk_size // n_dev) * n_dev  # any chunk size runs on any device count
-        if out is not None and writer and index == 0:
-            manifest = {"fingerprint": fingerprint, "spec": spec, "chunk_size": chunk_size}
-            tmp = out / "sweep.json.tmp"
-            tmp.write_text(json.dumps(manifest, indent=1, default=str))
-            os.replace(tmp, out / "sweep.json")
-        n_chunks = -(-seeds // chunk_size)
-        if progress_bar is None:
-            progress_bar = _Progress(name, n_chunks * len(points), progress)
+        unit = n_dev * prog.batch_size
+        chunk_size = unit * max(1, 64 // unit)
+    chunk_size = min(int(chunk_size), seeds)
+    if out is not None and writer and manifest is None:
+        outputs = [{k: [list(s), d.str] for k, (s, d) in lay[3].items()} for lay in layouts]
+        manifest = {
+            "fingerprint": fingerprint,
+            "spec": spec,
+            "identity": identity,
+            "chunk_size": chunk_size,
+            "devices": n_dev,
+            "outputs": outputs,
+        }
+        _write_json(out / "sweep.json", manifest)
+
+    outputs, failed, point_seconds = [], [], []
+    computed = loaded = 0
+    n_chunks = -(-seeds // chunk_size)
+    progress_bar = _Progress(name, n_chunks * len(points), progress)
+    for index, (point, (prog, dyn, inst_one, expected)) in enumerate(
+        zip(points, layouts, strict=True)
+    ):
+        point_start = time.perf_counter()
+        stamp = _point_stamp(index, point)
         result = {k: _fill((seeds, *s), d) for k, (s, d) in expected.items()}
         point_failed = []
         for c in range(n_chunks):
             lo, hi = c * chunk_size, min(seeds, (c + 1) * chunk_size)
-            path = None if out is None else out / "chunks" / f"p{index:03d}_s{lo:07d}-{hi:07d}.npz"
-            data = None if path is None else _load_chunk(path, fingerprint, lo, hi, expected)
+            stamps = {"__fingerprint__": fingerprint, "__point__": stamp, "__seeds__": [lo, hi]}
+            path = None if out is None else _chunk_path(out, index, lo, hi)
+            data = None if path is None else _load_chunk(path, stamps, expected)
+            data = _agree_on_loading(data, path)
             if data is None:
                 try:
+                    if prog.run is None:
+                        prog.prepare(inst_one, dyn)
+                    padded = -(-(hi - lo) // n_dev) * n_dev
                     data = _compute_chunk(prog, key0, lo, padded, hi - lo, dyn)
                 except Exception as err:  # noqa: BLE001 - recorded, reported, retried later
                     error = f"{type(err).__name__}: {err}"
                     point_failed.append({"seeds": [lo, hi], "error": error})
                     if path is not None and writer:
-                        path.with_suffix(".failed.json").write_text(json.dumps(point_failed[-1]))
+                        _write_json(path.with_suffix(".failed.json"), point_failed[-1])
                     progress_bar.update(True)
                     continue
                 if path is not None and writer:
-                    stamp = {"__fingerprint__": np.array(fingerprint)}
-                    _atomic_savez(path, {**data, **stamp, "__seeds__": np.array([lo, hi])})
+                    _atomic_savez(path, {**data, **{k: np.array(v) for k, v in stamps.items()}})
                     path.with_suffix(".failed.json").unlink(missing_ok=True)
                 computed += 1
                 progress_bar.update(True)
@@ -405,17 +475,102 @@ def sweep(
         outputs.append(result)
         failed.append(point_failed)
         point_seconds.append(time.perf_counter() - point_start)
+    ran = [lay[0].batch_size for lay in layouts if lay[0].run is not None]
+    if out is not None and writer and ran and manifest.get("batch_size") != ran[0]:
+        _write_json(out / "sweep.json", {**manifest, "batch_size": ran[0]})
     return SweepResult(
         points=points,
         outputs=outputs,
         failed=failed,
         computed_chunks=computed,
         loaded_chunks=loaded,
-        batch_size=next(iter(programs.values())).batch_size,
+        batch_size=ran[0] if ran else int((manifest or {}).get("batch_size", 0)),
         chunk_size=chunk_size,
         devices=n_dev,
         wall_seconds=time.perf_counter() - timer,
         point_seconds=point_seconds,
+        missing=[[] for _ in points],
+    )
+
+
+def _agree_on_loading(data, path):
+    """With several processes, all follow process 0's decision to load or compute a chunk
+    (they take part in every computation together)."""
+    if jax.process_count() == 1:
+        return data
+    load = bool(multihost_utils.broadcast_one_to_all(np.array(data is not None)))
+    if load and data is None:
+        raise RuntimeError(
+            f"process 0 loaded {path} but process {jax.process_index()} cannot read it: "
+            "`out` must be a folder that every process can read"
+        )
+    return data if load else None
+
+
+def load_sweep(out: str | Path) -> SweepResult:
+    """Read a finished (or partial) sweep back from its folder, without `run` or `make`.
+
+    Every chunk is checked against the manifest's fingerprint, grid point and seed range, as
+    when the sweep resumes; ranges without a valid chunk are listed in `missing` (their seeds
+    are NaN / -1 / False). `ValueError` when `out` holds no readable `sweep.json`.
+
+    >>> import tempfile
+    >>> out = tempfile.mkdtemp()
+    >>> _ = sweep(lambda key: {"x": jax.random.normal(key)}, seeds=4, out=out, progress=False)
+    >>> res = load_sweep(out)
+    >>> res.outputs[0]["x"].shape, res.loaded_chunks, res.missing
+    ((4,), 1, [[]])
+    """
+    timer = time.perf_counter()
+    out = Path(out)
+    manifest = _read_manifest(out / "sweep.json")
+    if manifest is None or "outputs" not in manifest:
+        raise ValueError(f"`out` must be a sweep folder with a readable sweep.json, got {out}")
+    spec, chunk_size = manifest["spec"], manifest["chunk_size"]
+    seeds, points = int(spec["seeds"]), spec["points"]
+    n_chunks = -(-seeds // chunk_size)
+    outputs, missing, point_seconds, loaded = [], [], [], 0
+    for index, (point, layout) in enumerate(zip(points, manifest["outputs"], strict=True)):
+        start = time.perf_counter()
+        expected = {k: (tuple(s), np.dtype(d)) for k, (s, d) in layout.items()}
+        result = {k: _fill((seeds, *s), d) for k, (s, d) in expected.items()}
+        absent = []
+        for c in range(n_chunks):
+            lo, hi = c * chunk_size, min(seeds, (c + 1) * chunk_size)
+            stamps = {
+                "__fingerprint__": manifest["fingerprint"],
+                "__point__": _point_stamp(index, point),
+                "__seeds__": [lo, hi],
+            }
+            data = _load_chunk(_chunk_path(out, index, lo, hi), stamps, expected)
+            if data is None:
+                absent.append([lo, hi])
+                continue
+            loaded += 1
+            for k in expected:
+                result[k][lo:hi] = data[k]
+        outputs.append(result)
+        missing.append(absent)
+        point_seconds.append(time.perf_counter() - start)
+    failed = [
+        [
+            json.loads(p.read_text())
+            for p in sorted((out / "chunks").glob(f"p{i:03d}_*.failed.json"))
+        ]
+        for i in range(len(points))
+    ]
+    return SweepResult(
+        points=points,
+        outputs=outputs,
+        failed=failed,
+        computed_chunks=0,
+        loaded_chunks=loaded,
+        batch_size=int(manifest.get("batch_size", 0)),
+        chunk_size=chunk_size,
+        devices=int(manifest.get("devices", 0)),
+        wall_seconds=time.perf_counter() - timer,
+        point_seconds=point_seconds,
+        missing=missing,
     )
 
 

@@ -115,7 +115,7 @@ def test_observables_hand_case_and_invariant():
 
 
 def test_bad_inputs_name_the_argument():
-    with pytest.raises(ValueError, match="r <= d"):
+    with pytest.raises(ValueError, match="`d` must be an integer >= 5"):
         standard_target(5, 3)
     with pytest.raises(ValueError, match="orthonormal"):
         MultiIndexTarget(jnp.array([[1.0, 0.0], [1.0, 1.0]]))

@@ -137,11 +137,6 @@ def test_batch_rule():
     assert b & (b - 1) == 0  # a power of two
 
 
-def test_bad_arguments():
-    with pytest.raises(ValueError, match="seeds"):
-        sweep(lambda k: {"x": k}, seeds=0)
-
-
 def test_changed_configuration_raises_sweep_config_error_in_process(tmp_path):
     def run(key, scale):
         return {"x": scale * jax.random.normal(key)}
@@ -173,3 +168,160 @@ def test_another_run_function_in_the_same_folder_is_refused(tmp_path):
     sweep(run, seeds=4, grid=[{"scale": 1.0}], out=tmp_path, progress=False)
     with pytest.raises(SweepConfigError, match="code"):
         sweep(run_other, seeds=4, grid=[{"scale": 1.0}], out=tmp_path, progress=False)
+
+
+def _scaled(key, scale):
+    return {"x": scale * jax.random.normal(key, (2,))}
+
+
+def test_a_chunk_of_another_grid_point_is_recomputed(tmp_path):
+    grid = [{"scale": 1.0}, {"scale": 2.0}]
+    first = sweep(_scaled, seeds=4, grid=grid, out=tmp_path, progress=False)
+    chunks = tmp_path / "chunks"
+    (chunks / "p001_s0000000-0000004.npz").write_bytes(
+        (chunks / "p000_s0000000-0000004.npz").read_bytes()
+    )
+    again = sweep(_scaled, seeds=4, grid=grid, out=tmp_path, progress=False)
+    assert again.computed_chunks == 1 and again.loaded_chunks == 1
+    np.testing.assert_array_equal(again.outputs[1]["x"], first.outputs[1]["x"])
+
+
+def test_captured_values_enter_the_fingerprint(tmp_path):
+    def make_run(scale, table):
+        def run(key):
+            return {"x": scale * jax.random.normal(key) + table[0]}
+
+        return run
+
+    big = np.zeros(2000)
+    sweep(make_run(1.0, big), seeds=2, out=tmp_path / "a", progress=False)
+    with pytest.raises(SweepConfigError):  # a closure value
+        sweep(make_run(2.0, big), seeds=2, out=tmp_path / "a", progress=False)
+    changed = big.copy()
+    changed[1500] = 1.0  # beyond what str() of the array shows
+    with pytest.raises(SweepConfigError):
+        sweep(make_run(1.0, changed), seeds=2, out=tmp_path / "a", progress=False)
+    sweep(_scaled, seeds=2, grid=[{"scale": 1.0}], config={"t": big}, out=tmp_path / "b")
+    with pytest.raises(SweepConfigError, match="config"):
+        sweep(_scaled, seeds=2, grid=[{"scale": 1.0}], config={"t": changed}, out=tmp_path / "b")
+
+
+SCALE = 1.0
+
+
+def _reads_a_global(key):
+    return {"x": SCALE * jax.random.normal(key)}
+
+
+def test_a_module_global_that_run_reads_enters_the_fingerprint(tmp_path):
+    global SCALE
+    sweep(_reads_a_global, seeds=2, out=tmp_path, progress=False)
+    SCALE = 2.0
+    try:
+        with pytest.raises(SweepConfigError, match="code"):
+            sweep(_reads_a_global, seeds=2, out=tmp_path, progress=False)
+    finally:
+        SCALE = 1.0
+
+
+def test_partial_resumes_and_module_name_does_not_matter(tmp_path):
+    import functools
+    import importlib.util
+
+    run = functools.partial(_scaled, scale=3.0)
+    first = sweep(run, seeds=4, out=tmp_path, progress=False)
+    again = sweep(functools.partial(_scaled, scale=3.0), seeds=4, out=tmp_path, progress=False)
+    assert again.computed_chunks == 0 and again.loaded_chunks == 1
+    # the same function, defined in a module of another name, reads the sweep back
+    import inspect
+
+    source = "import jax\n\n\n" + inspect.getsource(_scaled)
+    path = tmp_path / "elsewhere.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("elsewhere", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    other = sweep(functools.partial(module._scaled, scale=3.0), seeds=4, out=tmp_path)
+    assert other.computed_chunks == 0
+    np.testing.assert_array_equal(other.outputs[0]["x"], first.outputs[0]["x"])
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(seeds=0), "seeds"),
+        (dict(seeds=4, chunk_size=-1), "chunk_size"),
+        (dict(seeds=4, batch_size=0), "batch_size"),
+        (dict(seeds=4, chunk_size=2.5), "chunk_size"),
+        (dict(seeds=4, grid=[]), "grid"),
+        (dict(seeds=4, static=("width",)), "width"),
+    ],
+)
+def test_bad_arguments_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        sweep(lambda key: {"x": jax.random.normal(key)}, progress=False, **kwargs)
+
+
+def test_a_chunk_size_above_the_seeds_is_not_padded():
+    res = sweep(_scaled, seeds=3, grid=[{"scale": 1.0}], chunk_size=20_000, progress=False)
+    assert res.chunk_size == 3 and res.outputs[0]["x"].shape == (3, 2)
+
+
+def test_a_damaged_manifest_is_rewritten_and_chunks_still_load(tmp_path):
+    first = sweep(_scaled, seeds=4, grid=[{"scale": 1.0}], out=tmp_path, progress=False)
+    for damage in ("{not json", "[]", '{"fingerprint": 3}'):
+        (tmp_path / "sweep.json").write_text(damage)
+        again = sweep(_scaled, seeds=4, grid=[{"scale": 1.0}], out=tmp_path, progress=False)
+        assert again.computed_chunks == 0
+        np.testing.assert_array_equal(again.outputs[0]["x"], first.outputs[0]["x"])
+        assert json.loads((tmp_path / "sweep.json").read_text())["chunk_size"] == 4
+
+
+def test_a_sweep_on_disk_loads_without_compiling(tmp_path):
+    sweep(_scaled, seeds=6, grid=[{"scale": 1.0}], out=tmp_path, chunk_size=3, progress=False)
+    compiles = []
+
+    def listener(event, duration, **kwargs):
+        if event.endswith("backend_compile_duration"):  # XLA compiled a program
+            compiles.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        import types
+
+        # a new function object with the same code (so no compiled program can be reused)
+        copy = types.FunctionType(_scaled.__code__, _scaled.__globals__, "_scaled")
+        again = sweep(copy, seeds=6, grid=[{"scale": 1.0}], out=tmp_path, progress=False)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert again.loaded_chunks == 2 and again.computed_chunks == 0
+    assert compiles == []
+
+
+def test_load_sweep_reads_finished_and_partial_sweeps(tmp_path):
+    from integrators import load_sweep
+
+    grid = [{"scale": 1.0}, {"scale": 2.0}]
+    res = sweep(_scaled, seeds=6, grid=grid, out=tmp_path, chunk_size=3, progress=False)
+    back = load_sweep(tmp_path)
+    assert back.points == res.points and back.loaded_chunks == 4 and back.missing == [[], []]
+    for a, b in zip(res.outputs, back.outputs, strict=True):
+        np.testing.assert_array_equal(a["x"], b["x"])
+    (tmp_path / "chunks" / "p001_s0000003-0000006.npz").unlink()
+    partial = load_sweep(tmp_path)
+    assert partial.missing == [[], [[3, 6]]]
+    assert np.isnan(partial.outputs[1]["x"][3:]).all()
+    with pytest.raises(ValueError, match="out"):
+        load_sweep(tmp_path / "nothing_here")
+
+
+@pytest.mark.slow
+def test_two_processes_writing_one_folder_do_not_corrupt_it(tmp_path):
+    out = tmp_path / "shared"
+    procs = [_job(out, tmp_path / f"r{i}.npz", "--steps", "3000", wait=False) for i in range(2)]
+    for proc in procs:
+        assert proc.wait(timeout=300) == 0, proc.stderr.read().decode()
+    _same(tmp_path / "r0.npz", tmp_path / "r1.npz")
+    again = _job(out, tmp_path / "r2.npz", "--steps", "3000")
+    assert again["computed"] == 0  # every chunk on disk is whole and valid
+    _same(tmp_path / "r0.npz", tmp_path / "r2.npz")
