@@ -21,6 +21,7 @@ from benchmarks._driver import finish, header, run_sweep
 from dynamics import loss_decomposition, mean_field_init, standard_target
 from integrators import check_memory, mean_field_flow
 from theory import (
+    EVEN_ACTIVATIONS,
     hermite_coefficients,
     hermite_energies,
     lotka_volterra,
@@ -390,7 +391,12 @@ def main(argv=None) -> dict:
     p.add_argument("--d", type=int, default=100)
     p.add_argument("--r", type=int, default=20)
     p.add_argument("--m", type=int, default=250)
-    p.add_argument("--activation", default="abs", help="abs, relu, gelu or swish")
+    p.add_argument(
+        "--activation",
+        default="abs",
+        choices=EVEN_ACTIVATIONS,
+        help="an even activation: |z| or the even part of ReLU, GeLU, Swish (the staircase's)",
+    )
     p.add_argument("--weight-decay", type=float, default=2.0, help="lambda (= r lambda_0)")
     p.add_argument("--decay-off", type=float, default=50.0, help="time at which lambda -> 0")
     p.add_argument("--t-end", type=float, default=80.0)

@@ -3,8 +3,9 @@
 Target f*(x) = sum_{j<=r} sigma(<w*_j, x>) with orthonormal w*_j; network
 f_W(x) = (1/m) sum_i ||w_i||^2 sigma(<w_i / ||w_i||, x>); inputs x ~ N(0, I_d); loss
 L = 1/2 E (f_W - f*)^2 (population, in closed form) or its mean over n samples. sigma is
-`theory.activation_function(activation)`: |z| by default, or the even part of ReLU, GeLU,
-Swish (what the paper's symmetric initialization makes the network see).
+`theory.activation_function(activation)`: |z| by default, ReLU, GeLU, Swish, or their even
+parts "relu_even", "gelu_even", "swish_even" (what the paper's symmetric initialization makes
+the network see, and what the staircase predictions assume).
 
 **Population loss.** With k(rho) = E sigma(u.x) sigma(v.x) for unit u, v, rho = <u, v>,
 
@@ -12,9 +13,10 @@ Swish (what the paper's symmetric initialization makes the network see).
           + sum_{j,j'} k(delta_jj'),
 
 n_i = ||w_i||^2. For |z| the arc-cosine kernel k(rho) = (2/pi)(sqrt(1 - rho^2) + rho arcsin rho)
-(relu_e: k/4), whose derivative k'(rho) = (2/pi) arcsin rho stays finite at rho = +-1: the
-kernel carries that derivative explicitly (`jax.custom_jvp`), so gradients stay finite when a
-neuron aligns exactly with a target direction or another neuron. For GeLU and Swish,
+(relu_even: k/4; ReLU: (k + rho)/4), whose derivative k'(rho) = (2/pi) arcsin rho stays
+finite at rho = +-1: the kernel carries that derivative explicitly (`jax.custom_jvp`), so gradients stay finite when a
+neuron aligns exactly with a target direction or another neuron. For GeLU and Swish (and
+their even parts),
 k(rho) = sum_{k <= K} c_k^2 rho^k with K = 40, truncation error <= E sigma^2 - sum_{k<=K} c_k^2
 for |rho| <= 1 (`theory.kernel_truncation_error`).
 """

@@ -22,7 +22,11 @@ def test_hermite_coefficients_against_closed_forms_and_quadrature():
         3 * math.sqrt(2 / math.pi) / math.sqrt(720),
     ]
     np.testing.assert_allclose(c, expected, atol=1e-15)
-    np.testing.assert_allclose(hermite_coefficients("relu", 6), 0.5 * c, atol=1e-15)
+    np.testing.assert_allclose(hermite_coefficients("relu_even", 6), 0.5 * c, atol=1e-15)
+    # ReLU itself = (|z| + z) / 2: c_0 = 1 / sqrt(2 pi), c_1 = 1/2, the even ones halved
+    relu = hermite_coefficients("relu", 6)
+    np.testing.assert_allclose(relu, 0.5 * c + 0.5 * (np.arange(7) == 1), atol=1e-15)
+    np.testing.assert_allclose(relu[0], 1 / math.sqrt(2 * math.pi))
     # an independent check of every activation: Monte Carlo-free, by a fine Riemann sum
     z = np.linspace(-12, 12, 400_001)
     phi = np.exp(-z * z / 2) / math.sqrt(2 * math.pi) * (z[1] - z[0])
@@ -38,11 +42,26 @@ def test_hermite_coefficients_against_closed_forms_and_quadrature():
 
 @pytest.mark.parametrize("name", ACTIVATIONS)
 def test_parseval_invariant(name):
-    # sum_k c_k^2 = E sigma^2 (the even activations converge slowly for |z|: its tail is
+    # sum_k c_k^2 = E sigma^2 (slowly for the kinked ones: the tail of |z| is
     # sum_{k > K} c_k^2 ~ K^(-1/2))
     c = hermite_coefficients(name, 200)
     gap = float(second_moment(name) - jnp.sum(c**2))
-    assert 0 <= gap < (0.02 if name in ("abs", "relu") else 1e-10)
+    assert 0 <= gap < (0.02 if name in ("abs", "relu", "relu_even") else 1e-10)
+
+
+def test_names_mean_what_they_say():
+    z = jnp.linspace(-3.0, 3.0, 13)
+    np.testing.assert_allclose(activation_function("relu")(z), np.maximum(z, 0.0))
+    from jax.scipy.stats import norm
+
+    np.testing.assert_allclose(activation_function("gelu")(z), z * norm.cdf(z), atol=1e-15)
+    np.testing.assert_allclose(activation_function("swish")(z), z / (1 + np.exp(-z)), atol=1e-15)
+    for name in ("relu", "gelu", "swish"):
+        f, even = activation_function(name), activation_function(name + "_even")
+        np.testing.assert_allclose(even(z), 0.5 * (f(z) + f(-z)), atol=1e-15)
+        # the odd part z / 2 is the only difference in the coefficients
+        diff = hermite_coefficients(name, 8) - hermite_coefficients(name + "_even", 8)
+        np.testing.assert_allclose(diff, 0.5 * (np.arange(9) == 1), atol=1e-12)
 
 
 def test_hermite_energies_sum_to_the_target_energy():
@@ -58,3 +77,7 @@ def test_bad_inputs():
         hermite_coefficients("tanh", 3)
     with pytest.raises(ValueError, match="degree"):
         hermite_coefficients("abs", -1)
+    with pytest.raises(ValueError, match="<= 300"):
+        hermite_coefficients("swish", 400)  # beyond what the quadrature resolves
+    assert hermite_coefficients("abs", 400).shape == (401,)  # closed form: any degree
+    assert np.all(np.isfinite(np.asarray(hermite_coefficients("relu", 400))))

@@ -17,10 +17,9 @@ from dynamics import (
     standard_target,
     symmetrize,
 )
-from theory import ACTIVATIONS
 
 
-@pytest.mark.parametrize("name", ACTIVATIONS)
+@pytest.mark.parametrize("name", ["abs", "relu", "gelu_even", "swish"])
 def test_population_loss_against_monte_carlo(name):
     d, r, m = 10, 3, 16
     target = standard_target(r, d, name)

@@ -81,6 +81,8 @@ def test_tensor_power_is_monotone_to_its_fixed_point():
     np.testing.assert_allclose((small.ys[1] - 1e-3) / 1e-3, 8 * c4**2 * 1e-6, rtol=0.01)
     with pytest.raises(ValueError, match="activation"):
         tensor_power(0.3, ts, activation="tanh")
+    with pytest.raises(ValueError, match="relu_even"):  # the staircase needs even parts
+        tensor_power(0.3, ts, activation="relu")
 
 
 def test_stage_times_order_and_the_throw_convention():

@@ -52,4 +52,4 @@ from ._staircase import (
     tensor_power as tensor_power,
     weight_decay_plateaus as weight_decay_plateaus,
 )
-from .checks import ACTIVATIONS as ACTIVATIONS
+from .checks import ACTIVATIONS as ACTIVATIONS, EVEN_ACTIVATIONS as EVEN_ACTIVATIONS

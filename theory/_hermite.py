@@ -5,11 +5,12 @@ f*(x) = sum_{j<=r} sigma(x_j); network f_W(x) = (1/m) sum_i ||w_i||^2 sigma(<w_i
 flow dw_i/dt = -lambda w_i - m grad_{w_i} L with L = 1/2 E (f_W - f*)^2. Hermite coefficients
 c_k = E[sigma(z) He_k(z) / sqrt(k!)], z ~ N(0, 1).
 
-The paper's activations are even; ReLU, GeLU and Swish are made even the way its symmetric
-initialization does: a pair of neurons (w, -w) computes sigma(z) + sigma(-z), so the network
-and target see the even part sigma_e(z) = (sigma(z) + sigma(-z)) / 2. That is what
-`activation_function` returns for them: relu_e = |z| / 2, gelu_e = z erf(z / sqrt 2) / 2,
-swish_e = z tanh(z / 2) / 2.
+Names mean what they say: "relu", "gelu" and "swish" are those functions (GeLU with the
+exact z Phi(z)). The paper's activations are even; ReLU, GeLU and Swish are made even the way
+its symmetric initialization does: a pair of neurons (w, -w) computes sigma(z) + sigma(-z), so
+the network and target see the even part sigma_e(z) = (sigma(z) + sigma(-z)) / 2, named
+"relu_even" = |z| / 2, "gelu_even" = z erf(z / sqrt 2) / 2 and "swish_even" = z tanh(z / 2) / 2.
+The staircase predictions use the even ones.
 """
 
 import math
@@ -24,20 +25,27 @@ from .checks import check_activation
 
 _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(160)
 _WEIGHTS = _WEIGHTS / math.sqrt(2.0 * math.pi)  # E g(z) = sum_k w_k g(z_k), exact to degree 319
+_MAX_QUADRATURE_DEGREE = 300
 
 
 def activation_function(activation: str):
-    """sigma(z) as the paper's network sees it: |z|, or the even part of ReLU, GeLU, Swish.
+    """sigma(z) for a name of `ACTIVATIONS`: |z|, ReLU, GeLU (exact), Swish, or the even part
+    (sigma(z) + sigma(-z)) / 2 of one of the last three (`"relu_even"`, ...).
 
     >>> activation_function("relu")(jnp.array([-2.0, 2.0])).tolist()
+    [0.0, 2.0]
+    >>> activation_function("relu_even")(jnp.array([-2.0, 2.0])).tolist()
     [1.0, 1.0]
     """
     check_activation(activation)
     return {
         "abs": jnp.abs,
-        "relu": lambda z: 0.5 * jnp.abs(z),
-        "gelu": lambda z: 0.5 * z * erf(z / jnp.sqrt(2.0)),
-        "swish": lambda z: 0.5 * z * jnp.tanh(0.5 * z),
+        "relu": lambda z: jnp.maximum(z, 0.0),
+        "gelu": lambda z: 0.5 * z * (1.0 + erf(z / jnp.sqrt(2.0))),
+        "swish": lambda z: z / (1.0 + jnp.exp(-z)),
+        "relu_even": lambda z: 0.5 * jnp.abs(z),
+        "gelu_even": lambda z: 0.5 * z * erf(z / jnp.sqrt(2.0)),
+        "swish_even": lambda z: 0.5 * z * jnp.tanh(0.5 * z),
     }[activation]
 
 
@@ -53,19 +61,28 @@ def hermite_coefficients(activation: str, degree: int) -> Float[Array, " K"]:
     """c_0..c_degree of sigma = `activation_function(activation)`:
     c_k = E[sigma(z) He_k(z) / sqrt(k!)].
 
-    Closed forms for |z| (and relu_e = |z|/2): c_0 = sqrt(2/pi), c_{2j} = (-1)^(j-1)
-    sqrt(2/pi) (2j-3)!! / sqrt((2j)!) for j >= 1, odd ones 0 (from E|z| He_n(z) =
-    2 phi(0) He_{n-2}(0)). GeLU and Swish by 160-point Gauss-Hermite quadrature (exact for
-    polynomials of degree 319; their even parts are smooth, so it converges fast: |c_k|
-    agrees to 1e-13 with 320 points). Jit-compatible; `degree` is static.
+    Closed forms for |z|: c_0 = sqrt(2/pi), c_{2j} = (-1)^(j-1) sqrt(2/pi) (2j-3)!! /
+    sqrt((2j)!) for j >= 1, odd ones 0 (from E|z| He_n(z) = 2 phi(0) He_{n-2}(0));
+    relu_even = |z|/2 has half of them, and relu = (|z| + z)/2 adds c_1 = 1/2. GeLU and Swish
+    and their even parts by 160-point Gauss-Hermite quadrature (exact for polynomials of
+    degree 319; they are smooth, so it converges fast: |c_k| agrees to 1e-13 with 320
+    points), for degrees up to 300 (`ValueError` above: the quadrature cannot resolve them).
+    Jit-compatible; `degree` is static.
 
     >>> [round(c, 4) for c in hermite_coefficients("abs", 2).tolist()]
     [0.7979, 0.0, 0.5642]
     """
     check_activation(activation)
-    if not isinstance(degree, int) or degree < 0:
+    if isinstance(degree, bool) or not isinstance(degree, int | np.integer) or degree < 0:
         raise ValueError(f"`degree` must be a non-negative integer, got {degree!r}")
-    if activation in ("abs", "relu"):
+    degree = int(degree)
+    closed = activation in ("abs", "relu", "relu_even")
+    if not closed and degree > _MAX_QUADRATURE_DEGREE:
+        raise ValueError(
+            f"`degree` must be <= {_MAX_QUADRATURE_DEGREE} for {activation!r} (Gauss-Hermite "
+            f"quadrature with {_NODES.size} nodes), got {degree}"
+        )
+    if closed:
         c = np.zeros(degree + 1)
         c[0] = math.sqrt(2.0 / math.pi)
         for j in range(1, degree // 2 + 1):
@@ -74,21 +91,28 @@ def hermite_coefficients(activation: str, degree: int) -> Float[Array, " K"]:
             log_c = math.lgamma(2 * j - 1) - (j - 1) * math.log(2.0) - math.lgamma(j)
             log_c -= 0.5 * math.lgamma(2 * j + 1)
             c[2 * j] = (-1) ** (j - 1) * math.sqrt(2.0 / math.pi) * math.exp(log_c)
-        return jnp.asarray(c if activation == "abs" else 0.5 * c)
+        if activation == "abs":
+            return jnp.asarray(c)
+        c = 0.5 * c
+        if activation == "relu" and degree >= 1:
+            c[1] = 0.5  # the odd part z / 2
+        return jnp.asarray(c)
     z = jnp.asarray(_NODES)
     sigma = activation_function(activation)
     return _normalized_hermite(z, degree) @ (jnp.asarray(_WEIGHTS) * sigma(z))
 
 
 def second_moment(activation: str) -> Float[Array, ""]:
-    """E sigma(z)^2: 1 for |z|, 1/4 for relu_e, quadrature for GeLU and Swish.
+    """E sigma(z)^2: 1 for |z|, 1/2 for ReLU, 1/4 for relu_even, quadrature for GeLU and
+    Swish and their even parts.
 
-    >>> float(second_moment("relu"))
-    0.25
+    >>> float(second_moment("relu")), float(second_moment("relu_even"))
+    (0.5, 0.25)
     """
     check_activation(activation)
-    if activation in ("abs", "relu"):
-        return jnp.asarray(1.0 if activation == "abs" else 0.25)
+    exact = {"abs": 1.0, "relu": 0.5, "relu_even": 0.25}
+    if activation in exact:
+        return jnp.asarray(exact[activation])
     z = jnp.asarray(_NODES)
     return jnp.asarray(_WEIGHTS) @ activation_function(activation)(z) ** 2
 

@@ -41,8 +41,9 @@ def _arccos_kernel_jvp(primals, tangents):
 
 def dual_kernel(activation: str):
     """k(rho) = E sigma(u.x) sigma(v.x) for unit u, v at <u, v> = rho, x ~ N(0, I), for
-    sigma = `activation_function(activation)`: the arc-cosine kernel for |z| (relu_e: a
-    quarter of it), the Hermite series sum_{k <= 40} c_k^2 rho^k for GeLU and Swish.
+    sigma = `activation_function(activation)`: the arc-cosine kernel k_abs for |z|, k_abs / 4
+    for relu_even, (k_abs + rho) / 4 for ReLU = (|z| + z) / 2 (the cross terms E|u| v vanish),
+    the Hermite series sum_{k <= 40} c_k^2 rho^k for GeLU and Swish and their even parts.
 
     >>> k = dual_kernel("abs")
     >>> round(float(k(jnp.array(0.0))), 6), float(k(jnp.array(1.0)))  # 2/pi and E z^2 = 1
@@ -51,8 +52,10 @@ def dual_kernel(activation: str):
     check_activation(activation)
     if activation == "abs":
         return arccos_kernel
-    if activation == "relu":
+    if activation == "relu_even":
         return lambda rho: 0.25 * arccos_kernel(rho)
+    if activation == "relu":
+        return lambda rho: 0.25 * (arccos_kernel(rho) + jnp.clip(rho, -1.0, 1.0))
     c2 = hermite_coefficients(activation, SERIES_DEGREE) ** 2
     return lambda rho: jnp.polyval(c2[::-1], rho)
 
@@ -65,7 +68,7 @@ def kernel_truncation_error(activation: str) -> Float[Array, ""]:
     0.0
     """
     check_activation(activation)
-    if activation in ("abs", "relu"):
+    if activation in ("abs", "relu", "relu_even"):
         return jnp.zeros(())
     c = hermite_coefficients(activation, SERIES_DEGREE)
     return second_moment(activation) - jnp.sum(c**2)

@@ -148,7 +148,7 @@ def tensor_power(
     >>> bool(sol.ok), bool(sol.ys[1] > 0.5), round(float(sol.ys[-1]), 3)
     (True, True, 1.0)
     """
-    check_activation(activation)
+    check_activation(activation, even=True)
     c = hermite_coefficients(activation, max_degree)
     js = jnp.arange(2, max_degree // 2 + 1)
     weights = 2.0 * js * c[2 * js] ** 2
@@ -205,6 +205,7 @@ def stage_times(
     >>> bool(st.ok), bool(0 < st.tau_0 < st.tau_2 < st.tau_4)
     (True, True)
     """
+    check_activation(activation, even=True)
     c = hermite_coefficients(activation, 2)
     c0, c2 = c[0], c[2]
     K = mass_equilibrium(c0, r, weight_decay)
@@ -231,6 +232,7 @@ def weight_decay_plateaus(activation: str, r: int, weight_decay) -> Float[Array,
     >>> [round(v, 4) for v in weight_decay_plateaus("abs", 1, 0.0).tolist()]
     [0.1817, 0.0225, 0.0]
     """
+    check_activation(activation, even=True)
     e = hermite_energies(activation, r)
     c0 = hermite_coefficients(activation, 0)[0]
     bias = jnp.asarray(weight_decay) ** 2 / (8.0 * c0**2)

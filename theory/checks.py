@@ -18,6 +18,7 @@ import numpy as np
 
 __all__ = [
     "ACTIVATIONS",
+    "EVEN_ACTIVATIONS",
     "is_concrete",
     "check_value",
     "check_shape",
@@ -31,7 +32,10 @@ __all__ = [
     "check_positive_int",
 ]
 
-ACTIVATIONS = ("abs", "relu", "gelu", "swish")
+# the activations themselves, and the even parts (sigma(z) + sigma(-z)) / 2 that the multi-index
+# paper's symmetric initialization makes its network compute (|z| is its own even part)
+EVEN_ACTIVATIONS = ("abs", "relu_even", "gelu_even", "swish_even")
+ACTIVATIONS = ("abs", "relu", "gelu", "swish", "relu_even", "gelu_even", "swish_even")
 
 
 def is_concrete(x) -> bool:
@@ -185,20 +189,22 @@ def check_gamma(gamma) -> None:
         raise ValueError(f"`gamma` must lie in (0, 1), got {_shown(gamma)}")
 
 
-def check_activation(activation: str, expected: str | None = None) -> None:
-    """The multi-index paper's activations: one of `ACTIVATIONS`; with `expected`, that one
-    (a net must use its target's activation).
+def check_activation(activation: str, expected: str | None = None, even: bool = False) -> None:
+    """One of `ACTIVATIONS` (of `EVEN_ACTIVATIONS` with `even=True`: the staircase
+    predictions hold for even activations only); with `expected`, that one (a net must use
+    its target's activation).
 
-    >>> check_activation("abs")
-    >>> check_activation("tanh")
+    >>> check_activation("relu")
+    >>> check_activation("relu", even=True)
     Traceback (most recent call last):
-    ValueError: `activation` must be one of ('abs', 'relu', 'gelu', 'swish'), got 'tanh'
+    ValueError: `activation` must be one of ('abs', 'relu_even', 'gelu_even', 'swish_even'), got 'relu'
     >>> check_activation("relu", expected="abs")
     Traceback (most recent call last):
     ValueError: the net's `activation` must be the target's 'abs', got 'relu'
-    """
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"`activation` must be one of {ACTIVATIONS}, got {activation!r}")
+    """  # noqa: E501
+    allowed = EVEN_ACTIVATIONS if even else ACTIVATIONS
+    if activation not in allowed:
+        raise ValueError(f"`activation` must be one of {allowed}, got {activation!r}")
     if expected is not None and activation != expected:
         raise ValueError(
             f"the net's `activation` must be the target's {expected!r}, got {activation!r}"
