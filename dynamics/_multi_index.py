@@ -14,9 +14,9 @@ the network see, and what the staircase predictions assume).
 
 n_i = ||w_i||^2. For |z| the arc-cosine kernel k(rho) = (2/pi)(sqrt(1 - rho^2) + rho arcsin rho)
 (relu_even: k/4; ReLU: (k + rho)/4), whose derivative k'(rho) = (2/pi) arcsin rho stays
-finite at rho = +-1: the kernel carries that derivative explicitly (`jax.custom_jvp`), so gradients stay finite when a
-neuron aligns exactly with a target direction or another neuron. For GeLU and Swish (and
-their even parts),
+finite at rho = +-1: the kernel carries that derivative explicitly (`jax.custom_jvp`), so
+gradients stay finite when a neuron aligns exactly with a target direction or another neuron.
+For GeLU and Swish (and their even parts),
 k(rho) = sum_{k <= K} c_k^2 rho^k with K = 40, truncation error <= E sigma^2 - sum_{k<=K} c_k^2
 for |rho| <= 1 (`theory.kernel_truncation_error`).
 """
