@@ -83,6 +83,11 @@ def gradient_descent(
     over models and data; `learning_rate` may be an array, so an eta sweep does not recompile.
     `throw=True` raises unless the run converged.
 
+    Like `orthogonal_flow`, this is GD for exactly orthonormal inputs: X enters only through
+    V0 = W X^T and the final W, and its coupling |X X^T - I| (allowed up to 1e-6) is ignored;
+    at small alpha, GD on the given X itself differs once that coupling is not far below
+    alpha (measured in `orthogonal_flow`'s docstring).
+
     >>> X, y = jnp.eye(2), jnp.array([1.0, -1.0])
     >>> model = TwoLayerReLU(jnp.array([0.1, -0.1]), 0.1 * jnp.eye(2))
     >>> sol = gradient_descent(X, y, model, learning_rate=0.5)

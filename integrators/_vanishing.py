@@ -34,6 +34,12 @@ one CPU core, where a dense implicit solver (Kvaerno5, a 1485 x 1485 Jacobian pe
 finish one alpha = 10^-10 solve in three minutes. Any diffrax solver can be passed as `solver`.
 
 The time scale tau = log(1/alpha) is the `time_scale` argument, as in `orthogonal_flow`.
+
+**Which dynamics.** Like `orthogonal_flow`, this is the flow of exactly orthonormal inputs:
+only the directions <u_j, x_i> enter, never X. For a float64 X whose coupling |X X^T - I| is
+not far below alpha, the flow of that X differs (see `orthogonal_flow`): at alpha below
+1e-16 even rounding-level coupling matters, so this flow is the alpha -> 0 limit of the
+idealized problem, not of a particular float64 X.
 """
 
 import diffrax

@@ -9,6 +9,7 @@ from dynamics import (
     he_uniform_init,
     orthogonal_data,
     signs_and_directions,
+    square_loss,
 )
 from integrators import RESULTS, orthogonal_flow
 from theory import crossing_times, saddle_jumps
@@ -104,3 +105,46 @@ def test_stats_and_solver_options():
     assert bool(other.ok)
     np.testing.assert_allclose(other.loss, sol.loss, rtol=1e-5)
     assert float(sol.time_scale) == pytest.approx(6.9)
+
+
+def _plain_gd_losses(X, y, model, eta, checkpoints, every):
+    """GD on (a, W) themselves with the given X (no data basis): the dynamics of that X."""
+    grad = jax.grad(lambda m: square_loss(m, X, y))
+
+    def checkpoint(m, _):
+        m, _ = jax.lax.scan(
+            lambda m, _: (jax.tree_util.tree_map(lambda p, g: p - eta * g, m, grad(m)), None),
+            m,
+            None,
+            length=every,
+        )
+        return m, square_loss(m, X, y)
+
+    return jax.jit(lambda m: jax.lax.scan(checkpoint, m, None, length=checkpoints)[1])(model)
+
+
+@pytest.mark.parametrize("alpha, eta, agrees", [(1e-8, 0.01, True), (1e-30, 0.05, False)])
+def test_which_dynamics_the_orthonormal_flow_integrates(alpha, eta, agrees):
+    # The flow integrates the idealized dynamics of exactly orthonormal inputs. The flow of a
+    # given X differs once max |X X^T - I| is not far below alpha: coupled frozen components
+    # get pushed across the kink as neurons grow, waking samples the ideal flow never fits.
+    n, d, m = 8, 12, 16
+    kx, kw, ke = jax.random.split(jax.random.PRNGKey(0), 3)
+    Q, y = orthogonal_data(n, d, key=kx)
+    X = Q + 1e-14 * jax.random.normal(ke, Q.shape)  # coupling ~ 3e-14
+    assert 1e-15 < float(jnp.max(jnp.abs(X @ X.T - jnp.eye(n)))) < 1e-13
+    model = balanced_init(m, d, alpha, key=kw)
+    tau = float(np.log(1 / alpha))
+    pred = saddle_jumps(y, *signs_and_directions(model, Q))
+    every = 100
+    checkpoints = int(np.ceil(float(pred.horizon(1.3)) * tau / eta / every))
+    gd = _plain_gd_losses(X, y, model, eta, checkpoints, every)
+    ts = jnp.arange(1, checkpoints + 1) * every * eta / tau  # rescaled time of each checkpoint
+    flow = orthogonal_flow(Q, y, model, ts, time_scale=tau, rtol=1e-10, atol=1e-10)
+    k = int(pred.num_jumps)
+    t_gd, t_flow = crossing_times(ts, gd, pred)[:k], crossing_times(ts, flow.loss, pred)[:k]
+    rel = np.asarray(jnp.abs(t_gd / t_flow - 1))
+    if agrees:  # coupling 3e-14 far below alpha = 1e-8: the same dynamics, to GD's step error
+        assert np.nanmax(rel) < 0.01
+    else:  # coupling 3e-14 far above alpha = 1e-30: the last jump comes many times earlier
+        assert np.nanmax(rel) > 0.5
