@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from theory.checks import check_gamma, check_positive_int, check_shape
+from theory.checks import check_gamma, check_positive, check_positive_int, check_shape, inexact
 
 MARGIN_LOSSES = ("exponential", "logistic")
 
@@ -46,7 +46,8 @@ class LeakyReLUNet(eqx.Module):
     gamma: float = eqx.field(static=True)
 
     def __init__(self, W, a, gamma: float):
-        W, a = jnp.asarray(W), jnp.asarray(a)
+        dtype = jnp.result_type(jnp.asarray(W), jnp.asarray(a), float)
+        W, a = inexact(W, dtype), inexact(a, dtype)
         check_shape("W", W, (None, None))
         check_shape("a", a, (W.shape[0],))
         check_gamma(gamma)
@@ -82,6 +83,8 @@ def small_leaky_init(
     >>> net.W.shape, net.gamma
     ((10, 400), 0.1)
     """
+    m, d = check_positive_int("m", m, minimum=2), check_positive_int("d", d)
+    scale = check_positive("scale", scale)
     dtype = jnp.zeros(()).dtype if dtype is None else dtype
     W = scale * jax.random.normal(key, (m, d), dtype) / jnp.sqrt(d)
     return LeakyReLUNet(W, fixed_second_layer(m, dtype), gamma)
@@ -99,6 +102,7 @@ def margin_loss(margins: Float[Array, " n"], loss: str = "exponential") -> Float
     inf
     """
     check_margin_loss(loss)
+    check_shape("margins", margins, (None,))
     if loss == "exponential":
         return jnp.exp(log_margin_loss(margins))
     return jnp.mean(jnp.logaddexp(0.0, -margins))
@@ -111,6 +115,7 @@ def log_margin_loss(margins: Float[Array, " n"], loss: str = "exponential") -> F
     -1000.0
     """
     check_margin_loss(loss)
+    check_shape("margins", margins, (None,))
     n = margins.shape[0]
     if loss == "exponential":
         return jax.nn.logsumexp(-margins) - jnp.log(n)

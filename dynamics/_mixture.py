@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from theory.checks import check_positive_int
+from theory.checks import check_finite, check_label_noise, check_positive, check_positive_int
 
 NOISES = ("gaussian", "rademacher", "student_t")
 
@@ -54,8 +54,9 @@ def gaussian_mixture(
         raise ValueError(f"`noise` must be one of {NOISES}, got {noise!r}")
     if noise == "student_t" and not dof > 2:
         raise ValueError(f"`dof` must be > 2 (finite variance) for student_t noise, got {dof}")
-    if isinstance(label_noise, float | int) and not 0.0 <= label_noise < 0.5:
-        raise ValueError(f"`label_noise` must lie in [0, 1/2), got {label_noise}")
+    label_noise = check_label_noise(label_noise)
+    signal = check_finite("signal", signal)
+    noise_scale = check_positive("noise_scale", noise_scale)
     dtype = jnp.zeros(()).dtype if dtype is None else dtype
     ky, kz, kf = jax.random.split(key, 3)
     clean = jax.random.rademacher(ky, (n,), dtype)

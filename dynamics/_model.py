@@ -5,7 +5,13 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from theory.checks import check_alpha, check_orthonormal_rows, check_shape
+from theory.checks import (
+    check_alpha,
+    check_orthonormal_rows,
+    check_positive_int,
+    check_shape,
+    inexact,
+)
 
 
 class TwoLayerReLU(eqx.Module):
@@ -25,7 +31,8 @@ class TwoLayerReLU(eqx.Module):
     W: Float[Array, "m d"]
 
     def __init__(self, a, W):
-        a, W = jnp.asarray(a), jnp.asarray(W)
+        dtype = jnp.result_type(jnp.asarray(a), jnp.asarray(W), float)
+        a, W = inexact(a, dtype), inexact(W, dtype)  # integer parameters are converted
         check_shape("a", a, (None,))
         check_shape("W", W, (a.shape[0], None))
         self.a, self.W = a, W
@@ -55,8 +62,9 @@ def balanced_init(m: int, d: int, alpha, *, key: PRNGKeyArray, dtype=None) -> Tw
     >>> bool(jnp.allclose(jnp.abs(model.a), 1e-30)), model.W.shape
     (True, (45, 32))
     """
+    m, d = check_positive_int("m", m), check_positive_int("d", d)
     dtype = jnp.zeros(()).dtype if dtype is None else dtype
-    check_alpha(alpha, dtype)
+    alpha = check_alpha(alpha, dtype)
     ks, ku = jax.random.split(key)
     s = jax.random.rademacher(ks, (m,), dtype=dtype)
     g = jax.random.normal(ku, (m, d), dtype=dtype)
@@ -74,6 +82,7 @@ def he_uniform_init(m: int, d: int, *, key: PRNGKeyArray, dtype=None) -> TwoLaye
     >>> bool(jnp.all(jnp.abs(model.W) <= 0.5))
     True
     """
+    m, d = check_positive_int("m", m), check_positive_int("d", d)
     dtype = jnp.zeros(()).dtype if dtype is None else dtype
     ka, kw = jax.random.split(key)
     bw, ba = 1.0 / jnp.sqrt(d), 1.0 / jnp.sqrt(m)
@@ -102,7 +111,8 @@ def signs_and_directions(
     """The instance that `theory.saddle_jumps` reads off a balanced initialization.
 
     Returns `signs` s_j = sign(a_j) (m,) and `directions[j, i] = <u_j, x_i>` (m, n) with
-    u_j = w_j / ||w_j||. The rows of `X` must be orthonormal (`ValueError` otherwise).
+    u_j = w_j / ||w_j|| (0 for a zero neuron, which never moves). The rows of `X` must be
+    orthonormal (`ValueError` otherwise).
 
     >>> model = TwoLayerReLU(jnp.array([-2.0]), jnp.array([[3.0, -4.0]]))
     >>> signs, directions = signs_and_directions(model, jnp.eye(2))
@@ -113,7 +123,9 @@ def signs_and_directions(
     X = check_orthonormal_rows("X", X)
     W = model.W
     scale = jnp.max(jnp.abs(W), axis=1, keepdims=True)  # avoids underflow of ||w||^2
-    u = (W / scale) / jnp.linalg.norm(W / scale, axis=1, keepdims=True)
+    scale = jnp.where(scale > 0, scale, 1.0)
+    norm = jnp.linalg.norm(W / scale, axis=1, keepdims=True)
+    u = (W / scale) / jnp.where(norm > 0, norm, 1.0)  # a zero neuron has direction 0
     return jnp.sign(model.a), u @ X.T
 
 

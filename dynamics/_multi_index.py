@@ -32,6 +32,7 @@ from theory.checks import (
     check_orthonormal_rows,
     check_positive_int,
     check_shape,
+    inexact,
 )
 
 
@@ -48,7 +49,7 @@ class MultiIndexTarget(eqx.Module):
 
     def __init__(self, directions, activation: str = "abs"):
         check_activation(activation)
-        directions = jnp.asarray(directions)
+        directions = inexact(directions)
         check_shape("directions", directions, (None, None))
         r, d = directions.shape
         if r > d:
@@ -94,7 +95,7 @@ class MeanFieldNet(eqx.Module):
 
     def __init__(self, W, activation: str = "abs"):
         check_activation(activation)
-        W = jnp.asarray(W)
+        W = inexact(W)
         check_shape("W", W, (None, None))
         self.W, self.activation = W, activation
 
@@ -109,7 +110,7 @@ class MeanFieldNet(eqx.Module):
     def predict(self, X: Float[Array, "n d"]) -> Float[Array, " n"]:
         """f_W(x_i) for every row of `X`."""
         norms = jnp.linalg.norm(self.W, axis=1)
-        pre = (X @ self.W.T) / norms
+        pre = (X @ self.W.T) / jnp.where(norms > 0, norms, 1.0)  # a zero neuron adds 0
         return activation_function(self.activation)(pre) @ (norms**2) / self.W.shape[0]
 
 
@@ -122,14 +123,21 @@ def mean_field_init(
     >>> net.W.shape, net.activation
     ((250, 100), 'abs')
     """
+    m, d = check_positive_int("m", m), check_positive_int("d", d)
     dtype = jnp.zeros(()).dtype if dtype is None else dtype
     return MeanFieldNet(jax.random.normal(key, (m, d), dtype) / jnp.sqrt(d), activation)
+
+
+def _unit(W):
+    """The rows of W divided by their norms (0 for a zero row, which carries no mass)."""
+    sq = jnp.sum(W * W, axis=1, keepdims=True)
+    return W / jnp.sqrt(jnp.where(sq > 0, sq, 1.0))
 
 
 def _cross(A, B, k):
     """(1/(m_A m_B)) sum_{a,b} ||a||^2 ||b||^2 k(<a/||a||, b/||b||>) = E f_A(x) f_B(x)."""
     na, nb = jnp.sum(A * A, axis=1), jnp.sum(B * B, axis=1)
-    rho = (A / jnp.sqrt(na)[:, None]) @ (B / jnp.sqrt(nb)[:, None]).T
+    rho = _unit(A) @ _unit(B).T
     return na @ k(rho) @ nb / (A.shape[0] * B.shape[0])
 
 
@@ -148,7 +156,7 @@ def population_loss(model: MeanFieldNet, target: MultiIndexTarget) -> Float[Arra
     k = dual_kernel(target.activation)
     r = target.rank
     sq = jnp.sum(W * W, axis=1)
-    cross = jnp.sum(sq @ k((W / jnp.sqrt(sq)[:, None]) @ target.directions.T)) / W.shape[0]
+    cross = jnp.sum(sq @ k(_unit(W) @ target.directions.T)) / W.shape[0]
     const = r * k(jnp.ones(())) + r * (r - 1) * k(jnp.zeros(()))
     return 0.5 * (_cross(W, W, k) - 2.0 * cross + const)
 
@@ -293,5 +301,5 @@ def observables(model: MeanFieldNet, target: MultiIndexTarget) -> Observables:
         alpha=alpha,
         beta1=rel_mass / r,
         beta2=(alpha - rel_mass) / (d - r) if d > r else jnp.zeros((), W.dtype),
-        alignment=jnp.max(rel * rel / sq[:, None], axis=0),
+        alignment=jnp.max(rel * rel / jnp.where(sq > 0, sq, 1.0)[:, None], axis=0),
     )

@@ -30,6 +30,11 @@ __all__ = [
     "check_gamma",
     "check_activation",
     "check_positive_int",
+    "check_finite",
+    "check_positive",
+    "check_time_grid",
+    "inexact",
+    "check_label_noise",
 ]
 
 # the activations themselves, and the even parts (sigma(z) + sigma(-z)) / 2 that the multi-index
@@ -60,7 +65,12 @@ def check_value(x, ok, message: str):
         if not bool(np.all(np.asarray(ok))):
             raise ValueError(message)
         return x
-    return eqx.error_if(x, ~jnp.all(ok), message)
+    return eqx.error_if(jnp.asarray(x), ~jnp.all(ok), message)
+
+
+def _xp(x):
+    """NumPy for values known now (so checks raise at once, also inside a trace), else jnp."""
+    return np if is_concrete(x) else jnp
 
 
 def check_shape(name: str, x, shape: tuple) -> None:
@@ -85,17 +95,22 @@ def _shown(x) -> str:
     return "an array" if is_concrete(x) else "a traced value"
 
 
-def check_alpha(alpha, dtype) -> None:
+def check_alpha(alpha, dtype):
     """`alpha` must lie in (0, 1), and `alpha**2` (the scale of the first gradients) must not
-    underflow `dtype`: alpha = 1e-30 is fine in float64 and underflows float32.
+    underflow `dtype`: alpha = 1e-30 is fine in float64 and underflows float32. Returns alpha
+    (traced values are checked through `eqx.error_if`).
 
     >>> check_alpha(0.5, jnp.float32)
+    0.5
     >>> check_alpha(1e-30, jnp.float32)
     Traceback (most recent call last):
     ValueError: `alpha`=1e-30 underflows float32: alpha**2 = 1e-60 is below its smallest normal number 1.17549e-38. Enable float64 with `jax.config.update('jax_enable_x64', True)` and pass `dtype=jnp.float64`.
     """  # noqa: E501
     if not is_concrete(alpha):
-        return
+        tiny = float(jnp.finfo(dtype).tiny)
+        a = jnp.asarray(alpha)
+        ok = (a > 0) & (a < 1) & (a * a >= tiny)
+        return eqx.error_if(a, ~ok, f"`alpha` must lie in (0, 1) with alpha**2 >= {tiny:g}")
     a = float(np.asarray(alpha))
     if not 0.0 < a < 1.0:
         raise ValueError(f"`alpha` must lie in (0, 1), got {a}")
@@ -106,6 +121,7 @@ def check_alpha(alpha, dtype) -> None:
             f"its smallest normal number {tiny:g}. Enable float64 with "
             "`jax.config.update('jax_enable_x64', True)` and pass `dtype=jnp.float64`."
         )
+    return alpha
 
 
 def check_time_scale(time_scale, dtype=None):
@@ -120,7 +136,8 @@ def check_time_scale(time_scale, dtype=None):
     ValueError: `time_scale` must be finite and > 0, got -1
     """
     tau = jnp.asarray(time_scale, dtype)
-    ok = jnp.isfinite(tau) & (tau > 0)
+    xp = _xp(time_scale)
+    ok = xp.isfinite(xp.asarray(time_scale)) & (xp.asarray(time_scale) > 0)
     return check_value(tau, ok, f"`time_scale` must be finite and > 0, got {_shown(time_scale)}")
 
 
@@ -168,8 +185,9 @@ def check_plus_minus_one(name: str, x):
     Traceback (most recent call last):
     ValueError: `y` must take values in {-1, +1}, got 1 other value(s), e.g. 0.5
     """
-    bad = jnp.abs(jnp.asarray(x)) != 1
-    ok = ~jnp.any(bad)
+    xp = _xp(x)
+    bad = xp.abs(xp.asarray(x)) != 1
+    ok = ~xp.any(bad)
     given = ""
     if is_concrete(bad) and not bool(ok):
         first = np.asarray(x).ravel()[np.argmax(np.asarray(bad).ravel())]
@@ -223,3 +241,79 @@ def check_positive_int(name: str, value, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
         raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def inexact(x, dtype=None):
+    """`x` as an array of a floating dtype: `dtype` when given, else its own when floating,
+    else the default float (integers are converted explicitly, never kept as integers).
+
+    >>> inexact(jnp.array([0, 1])).dtype.kind, inexact(np.float32(1.0)).dtype.name
+    ('f', 'float32')
+    """
+    x = jnp.asarray(x)
+    if dtype is None:
+        dtype = x.dtype if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.result_type(float)
+    return x.astype(dtype)
+
+
+def check_finite(name: str, x):
+    """Every entry of `x` must be finite (no NaN, no inf); returns `x`.
+
+    >>> check_finite("y", jnp.array([1.0, jnp.nan]))
+    Traceback (most recent call last):
+    ValueError: `y` must be finite, got 1 non-finite value(s)
+    """
+    xp = _xp(x)
+    bad = ~xp.isfinite(xp.asarray(x))
+    count = f"{int(np.sum(np.asarray(bad)))} non-finite value(s)" if is_concrete(bad) else "NaN/inf"
+    return check_value(x, ~xp.any(bad), f"`{name}` must be finite, got {count}")
+
+
+def check_positive(name: str, x, *, allow_zero: bool = False):
+    """A finite number (or array of them) > 0 (>= 0 with `allow_zero`); Python and NumPy
+    numbers, 0-d arrays and traced values alike. Returns `x`.
+
+    >>> check_positive("learning_rate", np.float32(-0.5))
+    Traceback (most recent call last):
+    ValueError: `learning_rate` must be finite and > 0, got -0.5
+    """
+    xp = _xp(x)
+    v = xp.asarray(x)
+    ok = xp.isfinite(v) & ((v >= 0) if allow_zero else (v > 0))
+    bound = ">= 0" if allow_zero else "> 0"
+    return check_value(x, ok, f"`{name}` must be finite and {bound}, got {_shown(x)}")
+
+
+def check_time_grid(name: str, ts, dtype=None):
+    """Save times: a 1-D, non-empty, finite, nondecreasing grid from t >= 0, of a floating
+    dtype (integer grids are converted, never kept). Returns the converted grid.
+
+    >>> check_time_grid("ts", [0, 1, 2]).dtype.kind
+    'f'
+    >>> check_time_grid("ts", jnp.array([0.0, 2.0, 1.0]))
+    Traceback (most recent call last):
+    ValueError: `ts` must be finite, >= 0 and nondecreasing, got [0.0, 2.0, 1.0]
+    """
+    ts = inexact(ts, dtype)
+    check_shape(name, ts, (None,))
+    if ts.shape[0] == 0:
+        raise ValueError(f"`{name}` must hold at least one time, got an empty grid")
+    xp, v = _xp(ts), (np.asarray(ts) if is_concrete(ts) else ts)
+    ok = xp.all(xp.isfinite(v)) & (v[0] >= 0) & xp.all(xp.diff(v) >= 0)
+    shown = np.asarray(ts).tolist() if is_concrete(ts) and ts.shape[0] <= 8 else "another grid"
+    return check_value(ts, ok, f"`{name}` must be finite, >= 0 and nondecreasing, got {shown}")
+
+
+def check_label_noise(label_noise):
+    """The probability of a flipped label: in [0, 1/2). Returns it.
+
+    >>> check_label_noise(np.float32(0.7))
+    Traceback (most recent call last):
+    ValueError: `label_noise` must lie in [0, 1/2), got 0.7
+    """
+    xp = _xp(label_noise)
+    v = xp.asarray(label_noise)
+    ok = (v >= 0) & (v < 0.5)
+    return check_value(
+        label_noise, ok, f"`label_noise` must lie in [0, 1/2), got {_shown(label_noise)}"
+    )
