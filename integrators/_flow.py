@@ -43,7 +43,14 @@ from jaxtyping import Array, Float
 
 from dynamics import TwoLayerReLU
 from theory import RESULTS, Solution, diffrax_stats
-from theory.checks import check_orthonormal_rows, check_shape, check_time_scale
+from theory.checks import (
+    check_finite,
+    check_orthonormal_rows,
+    check_shape,
+    check_time_grid,
+    check_time_scale,
+    inexact,
+)
 
 
 class ScaledState(eqx.Module):
@@ -75,7 +82,10 @@ def _initial_state(model: TwoLayerReLU, X) -> tuple[ScaledState, Float[Array, "m
     v = model.W @ X.T
     theta = jnp.concatenate([model.a[:, None], v], axis=1)
     live = jnp.concatenate([model.a[:, None], jax.nn.relu(v)], axis=1)
-    kappa = _safe_log_norm(live)
+    # a dead neuron (a_j = 0 and every v_ji <= 0) has no live part: it never moves, so it
+    # keeps kappa = 0 and its frozen values, instead of log 0
+    dead = ~jnp.any(live != 0, axis=1)
+    kappa = jnp.where(dead, 0.0, _safe_log_norm(jnp.where(dead[:, None], 1.0, live)))
     psi = jnp.exp(jnp.log(jnp.abs(theta)) - kappa[:, None]) * jnp.sign(theta)
     return ScaledState(kappa, psi), jnp.minimum(v, 0.0)
 
@@ -106,7 +116,9 @@ def _vector_field(t, state: ScaledState, frame: _Frame):
     g_a = act @ r / n
     g_v = jnp.where(live, psi_a[:, None] * r[None, :], 0.0) / n
     norm2 = psi_a * psi_a + jnp.sum(act * act, axis=1)
-    dkappa = -frame.tau * (psi_a * g_a + jnp.sum(act * g_v, axis=1)) / norm2
+    dkappa = (
+        -frame.tau * (psi_a * g_a + jnp.sum(act * g_v, axis=1)) / jnp.where(norm2 > 0, norm2, 1.0)
+    )
     dpsi_a = -frame.tau * g_a - psi_a * dkappa
     dpsi_v = jnp.where(live, -frame.tau * g_v - state.psi[:, 1:] * dkappa[:, None], 0.0)
     return ScaledState(dkappa, jnp.concatenate([dpsi_a[:, None], dpsi_v], axis=1))
@@ -186,10 +198,10 @@ def orthogonal_flow(
     n, d = X.shape
     check_shape("y", y, (n,))
     check_shape("model.W", model.W, (None, d))
-    check_shape("ts", ts, (None,))
+    dtype = jnp.result_type(model.a.dtype, jnp.asarray(X).dtype, float)
+    X, y = check_finite("X", inexact(X, dtype)), check_finite("y", inexact(y, dtype))
     X = check_orthonormal_rows("X", X)
-    dtype = jnp.result_type(model.a.dtype, X.dtype)
-    ts = jnp.asarray(ts, dtype)
+    ts = check_time_grid("ts", ts, dtype)
     tau = check_time_scale(time_scale, dtype)
     state0, v_frozen = _initial_state(model, X)
     w_perp = model.W - (model.W @ X.T) @ X

@@ -8,7 +8,14 @@ from jaxtyping import Array, Float, Int
 
 from dynamics import TwoLayerReLU, square_loss, tangent_kernel_max
 from theory import RESULTS, Solution
-from theory.checks import check_orthonormal_rows, check_representable, check_shape
+from theory.checks import (
+    check_finite,
+    check_orthonormal_rows,
+    check_positive,
+    check_representable,
+    check_shape,
+    inexact,
+)
 
 
 class GDSolution(Solution):
@@ -99,8 +106,10 @@ def gradient_descent(
     check_shape("model.W", model.W, (None, d))
     check_representable(model.a, model.W)
     targets = checkpoint_steps(max_steps, num_checkpoints)
-    X = check_orthonormal_rows("X", X)
-    eta = jnp.asarray(learning_rate, model.a.dtype)
+    X = check_orthonormal_rows("X", check_finite("X", inexact(X, model.a.dtype)))
+    y = check_finite("y", inexact(y, model.a.dtype))
+    check_positive("tol", tol, allow_zero=True)
+    eta = jnp.asarray(check_positive("learning_rate", learning_rate), model.a.dtype)
     optimizer = optax.sgd(eta)
     value_and_grad = jax.value_and_grad(_basis_loss)
 

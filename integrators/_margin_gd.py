@@ -15,7 +15,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from dynamics import LeakyReLUNet, check_margin_loss, leaky_relu, log_margin_loss, margin_loss
 from theory import RESULTS, Solution
-from theory.checks import check_plus_minus_one, check_shape
+from theory.checks import check_finite, check_plus_minus_one, check_positive, check_shape, inexact
 
 from ._gd import checkpoint_steps
 
@@ -83,10 +83,11 @@ def margin_gradient_descent(
     check_margin_loss(loss)
     targets = checkpoint_steps(max_steps, num_checkpoints)
     y = check_plus_minus_one("y", y)
+    X = check_finite("X", inexact(X, model.W.dtype))
     a, gamma = model.a, model.gamma
     gram = X @ X.T
     P0 = model.W @ X.T
-    eta = jnp.asarray(learning_rate, model.W.dtype)
+    eta = jnp.asarray(check_positive("learning_rate", learning_rate), model.W.dtype)
 
     def margins_of(P):
         return y * (a @ leaky_relu(P, gamma))  # y_i f(x_i) from the pre-activations

@@ -20,7 +20,7 @@ from jaxtyping import Array, Float
 
 from dynamics import MeanFieldNet, MultiIndexTarget, observables, population_loss, sample_loss
 from theory import RESULTS, Solution, diffrax_stats
-from theory.checks import check_activation, check_shape, check_value
+from theory.checks import check_activation, check_positive, check_shape, check_time_grid
 
 
 class MeanFieldSolution(Solution):
@@ -122,9 +122,12 @@ def mean_field_flow(
     smooth = samples is None
     rtol = (1e-6 if smooth else 1e-4) if rtol is None else rtol
     atol = (1e-8 if smooth else 1e-6) if atol is None else atol
-    lam = jnp.asarray(weight_decay, W0.dtype)
-    lam = check_value(lam, lam >= 0, f"`weight_decay` must be >= 0, got {weight_decay}")
-    ts = jnp.asarray(ts, W0.dtype)
+    lam = jnp.asarray(check_positive("weight_decay", weight_decay, allow_zero=True), W0.dtype)
+    ts = check_time_grid("ts", ts, W0.dtype)
+    if samples is not None:
+        X, y = samples
+        check_shape("samples[0]", X, (None, d))
+        check_shape("samples[1]", y, (jnp.shape(X)[0],))
     activation = model.activation
     if samples is None:
 

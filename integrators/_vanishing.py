@@ -49,7 +49,14 @@ from jaxtyping import Array, Float
 
 from dynamics import TwoLayerReLU
 from theory import RESULTS, Solution, diffrax_stats
-from theory.checks import check_plus_minus_one, check_shape, check_time_scale
+from theory.checks import (
+    check_finite,
+    check_plus_minus_one,
+    check_shape,
+    check_time_grid,
+    check_time_scale,
+    inexact,
+)
 
 from ._flow import default_controller
 
@@ -185,13 +192,14 @@ def vanishing_flow(
     check_shape("y", y, (None,))
     n = jnp.shape(y)[0]
     check_shape("directions", directions, (m, n))
-    check_shape("ts", ts, (None,))
-    dtype = jnp.result_type(directions, y, jnp.float32)
+    if m == 0 or n == 0:
+        raise ValueError(f"need at least one neuron and one sample, got m = {m}, n = {n}")
+    dtype = jnp.result_type(jnp.asarray(directions), jnp.asarray(y), jnp.float32)
     signs = jnp.asarray(check_plus_minus_one("signs", signs), dtype)
     tau = check_time_scale(time_scale, dtype)
-    directions = jnp.asarray(directions, dtype)
-    y = jnp.asarray(y, dtype)
-    ts = jnp.asarray(ts, dtype)
+    directions = check_finite("directions", inexact(directions, dtype))
+    y = check_finite("y", inexact(y, dtype))
+    ts = check_time_grid("ts", ts, dtype)
     args = (signs, y, tau)
 
     def save(t, state, args):

@@ -66,8 +66,8 @@ def test_gradient_descent_stops_when_it_diverges():
     assert int(wild.stats["num_steps"]) < 100  # it stopped at the blow-up, not at max_steps
     with pytest.raises(Exception, match="diverged"):
         gradient_descent(X, y, model, learning_rate=1e3, max_steps=1000, max_loss=1e3, throw=True)
-    nan = gradient_descent(X, y, model, learning_rate=float("nan"), max_steps=1000)
-    assert nan.result == RESULTS.diverged  # non-finite values are a failure, never a success
+    with pytest.raises(ValueError, match="learning_rate"):  # refused before any step
+        gradient_descent(X, y, model, learning_rate=float("nan"), max_steps=1000)
 
 
 def test_stable_step_search_halves_until_stable():

@@ -52,10 +52,13 @@ def test_long_normalized_gd_stays_finite_and_converges_in_direction():
 def test_divergence_is_reported():
     X, y, _, _ = gaussian_mixture(6, 10, signal=2.0, key=jax.random.PRNGKey(0))
     net = small_leaky_init(4, 10, 0.1, scale=1e-8, key=jax.random.PRNGKey(1))
-    bad = margin_gradient_descent(X, y, net, learning_rate=float("nan"), max_steps=10)
+    huge = 1e200 * X  # finite inputs whose Gram matrix overflows
+    bad = margin_gradient_descent(huge, y, net, learning_rate=0.1, max_steps=10)
     assert bad.result == RESULTS.diverged
     with pytest.raises(Exception, match="diverged"):
-        margin_gradient_descent(X, y, net, learning_rate=float("nan"), max_steps=10, throw=True)
+        margin_gradient_descent(huge, y, net, learning_rate=0.1, max_steps=10, throw=True)
+    with pytest.raises(ValueError, match="learning_rate"):  # refused before any step
+        margin_gradient_descent(X, y, net, learning_rate=float("nan"), max_steps=10)
 
 
 def test_bad_inputs_name_the_argument():
