@@ -142,3 +142,28 @@ def test_one_minus_cos_hand_values_and_accuracy():
     tiny = float(one_minus_cos(jnp.array([[1.0, 1e-16]]), W))
     assert tiny == pytest.approx(5e-33, rel=1e-6)
     assert one_minus_cos(jnp.stack([W, -W]), W).shape == (2,)
+
+
+@pytest.mark.parametrize(
+    "X, y, a",
+    [
+        # random labels, n >> d: not separable in the lifted features
+        (
+            jax.random.normal(jax.random.PRNGKey(0), (60, 3)),
+            jnp.sign(jax.random.normal(jax.random.PRNGKey(1), (60,))),
+            fixed_second_layer(4),
+        ),
+        (jnp.array([[1.0, 0.5], [-1.0, -0.5]]), jnp.array([1.0, 1.0]), fixed_second_layer(2)),
+        (jnp.eye(2), jnp.array([1.0, -1.0]), jnp.zeros(2)),  # a = 0: every margin is 0
+    ],
+)
+def test_infeasible_programs_are_certified_infeasible(X, y, a):
+    mm = max_margin(X, y, a, 0.5)
+    assert mm.result == RESULTS.infeasible and not bool(mm.feasible)
+    assert np.all(np.isfinite(np.asarray(mm.W))) and np.all(np.isfinite(np.asarray(mm.dual)))
+
+
+def test_an_overflowing_gram_matrix_is_reported():
+    mm = max_margin(1e200 * jnp.eye(2), jnp.array([1.0, -1.0]), jnp.array([1.0, -1.0]), 0.5)
+    assert mm.result == RESULTS.nonfinite and not bool(mm.ok)
+    assert not np.any(np.isnan(np.asarray(mm.margins)))

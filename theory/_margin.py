@@ -43,8 +43,9 @@ class MaxMargin(Solution):
       activated).
     - `result`: `RESULTS.successful` when the KKT test passed; `RESULTS.infeasible` when the
       program has no solution (the dual is unbounded: the data are not separable with this
-      pattern; W and lam are then 0, never NaN); `RESULTS.max_steps_reached` when the
-      active-set loop stopped first. `feasible` reads it.
+      pattern, certified by Farkas' lemma or an unbounded dual; W and lam are then 0, never
+      NaN); `RESULTS.nonfinite` when the Gram matrix overflows; `RESULTS.max_steps_reached`
+      when the active-set loop stopped first. `feasible` reads it.
     - `stats`: `{"num_steps": ...}`, the active-set iterations.
 
     >>> mm = max_margin(jnp.array([[1.0, 0.0]]), jnp.array([1.0]), jnp.array([1.0]), 0.5)
@@ -64,8 +65,10 @@ class MaxMargin(Solution):
 
     @property
     def feasible(self):
-        """False where the program is infeasible."""
-        return self.result != RESULTS.infeasible
+        """False where the program was shown infeasible (a Farkas certificate: lam >= 0,
+        lam != 0 with G lam = 0, or an unbounded dual) or could not be formed (its Gram
+        matrix overflowed); True where it was solved, or the solve stopped short."""
+        return (self.result != RESULTS.infeasible) & (self.result != RESULTS.nonfinite)
 
 
 def activation_pattern(W: Float[Array, "m d"], X: Float[Array, "n d"]) -> Bool[Array, "m n"]:
@@ -137,12 +140,29 @@ def _max_margin(X, y, a, gamma, pattern, tol):
     c = jnp.where(pattern, 1.0, gamma)  # (m, n): phi's slope on each (neuron, sample)
     K = (y[:, None] * y[None, :]) * (X @ X.T)
     G = K * ((a[:, None] ** 2 * c).T @ c)
+    gram_finite = jnp.all(jnp.isfinite(G))
+    G = jnp.where(gram_finite, G, 0.0)
     scale = jnp.max(jnp.diagonal(G))
+    scale = jnp.where(scale > 0, scale, 1.0)
     eps = jnp.finfo(X.dtype).eps
     tol = 1e3 * eps * scale if tol is None else tol
     qp = nnqp(G, jnp.ones((n,), X.dtype), tol=tol, max_steps=10 * n)
     lam, it = qp.lam, qp.stats["num_steps"]
     finite = jnp.all(jnp.isfinite(lam)) & (jnp.max(jnp.abs(lam)) < 1e12 / scale)
+    # Farkas: the margins are infeasible iff some lam >= 0, lam != 0 has G lam = 0 (then
+    # sum_i lam_i z_i = 0 for the lifted features z_i, and no W has every <W, z_i> >= 1).
+    # Where the active set breaks down on a singular G, the dual regularized by delta I
+    # finds such a lam: it stays bounded for feasible data and grows like 1 / delta otherwise.
+    reg = nnqp(
+        G + 1e-12 * scale * jnp.eye(n, dtype=G.dtype),
+        jnp.ones((n,), X.dtype),
+        tol=tol,
+        max_steps=10 * n,
+    )
+    lam_r = jnp.where(jnp.isfinite(reg.lam), reg.lam, 0.0)
+    total = jnp.sum(lam_r)
+    farkas = (total > 0) & (jnp.max(jnp.abs(G @ lam_r)) <= 1e-8 * scale * total)
+    finite = finite & ~farkas & gram_finite
     lam = jnp.where(finite, lam, 0.0)
     margins = G @ lam
     W = (a[:, None] * c * y[None, :] * lam[None, :]) @ X  # w_j = a_j sum_i lam_i c_ji y_i x_i
@@ -156,10 +176,15 @@ def _max_margin(X, y, a, gamma, pattern, tol):
         jnp.concatenate([-jnp.minimum(lam, 0.0), jnp.maximum(w, 0.0), jnp.abs(lam * w) / scale])
     )
     consistent = jnp.all(((W @ X.T) > 0) == pattern)
+    certified = (kkt <= 10 * tol) & (worst >= 1.0 - 1e-9)  # KKT and every margin >= 1
     result = RESULTS.where(
-        finite,
-        RESULTS.where(kkt <= 10 * tol, RESULTS.successful, RESULTS.max_steps_reached),
-        RESULTS.infeasible,
+        gram_finite,
+        RESULTS.where(
+            finite,
+            RESULTS.where(certified, RESULTS.successful, RESULTS.max_steps_reached),
+            RESULTS.infeasible,
+        ),
+        RESULTS.nonfinite,
     )
     return MaxMargin(
         W=jnp.where(finite, W / jnp.where(norm > 0, norm, 1.0), 0.0),
