@@ -26,7 +26,15 @@ from jaxtyping import Array, Bool, Float
 
 from ._nnqp import nnqp
 from ._solution import RESULTS, Solution
-from .checks import check_gamma, check_plus_minus_one, check_shape
+from .checks import (
+    check_gamma,
+    check_label_noise,
+    check_plus_minus_one,
+    check_positive,
+    check_positive_int,
+    check_shape,
+    check_value,
+)
 
 
 class MaxMargin(Solution):
@@ -77,6 +85,7 @@ def activation_pattern(W: Float[Array, "m d"], X: Float[Array, "n d"]) -> Bool[A
     >>> activation_pattern(jnp.array([[1.0, -1.0]]), jnp.eye(2)).tolist()
     [[True, False]]
     """
+    check_shape("X", X, (None, jnp.shape(W)[-1]))
     return (W @ X.T) > 0
 
 
@@ -86,6 +95,11 @@ def all_activated(W, a, X, y) -> Bool[Array, ""]:
     >>> bool(all_activated(jnp.array([[1.0, -1.0]]), jnp.ones(1), jnp.eye(2), jnp.array([1.0, -1.0])))
     True
     """  # noqa: E501
+    check_shape("W", W, (None, None))
+    m, d = jnp.shape(W)
+    check_shape("a", a, (m,))
+    check_shape("X", X, (None, d))
+    check_shape("y", y, (jnp.shape(X)[0],))
     return jnp.all(a[:, None] * y[None, :] * (W @ X.T) > 0)
 
 
@@ -210,6 +224,7 @@ def effective_direction(W: Float[Array, "m d"], a: Float[Array, " m"]) -> Float[
     >>> effective_direction(jnp.array([[1.0, 0.0], [0.0, 1.0]]), jnp.array([1.0, -1.0])).tolist()
     [1.0, -1.0]
     """
+    check_shape("a", a, (jnp.shape(W)[0],))
     return a @ W
 
 
@@ -220,8 +235,14 @@ def one_minus_cos(W: Float[Array, "... m d"], W_star: Float[Array, "m d"]) -> Fl
     >>> float(one_minus_cos(jnp.array([[1.0, 1e-8]]), jnp.array([[1.0, 0.0]]))) / 5e-17
     1.0000000000000002
     """
-    u = W / jnp.linalg.norm(W, axis=(-2, -1), keepdims=True)
-    v = W_star / jnp.linalg.norm(W_star)
+    check_shape("W_star", W_star, (None, None))
+    check_shape("W", W, (*(None,) * (jnp.ndim(W) - 2), *jnp.shape(W_star)))
+    norm_w = jnp.linalg.norm(W, axis=(-2, -1), keepdims=True)
+    norm_star = jnp.linalg.norm(W_star)
+    message = "`W` and `W_star` must be nonzero: the cosine of a zero matrix is undefined"
+    norm_w = check_value(norm_w, jnp.all(norm_w > 0) & (norm_star > 0), message)
+    u = W / norm_w
+    v = W_star / norm_star
     return 0.5 * jnp.sum((u - v) ** 2, axis=(-2, -1))
 
 
@@ -247,7 +268,12 @@ def mixture_test_error(
     >>> round(float(mixture_test_error(W, a, jnp.array([1.0, 0.0]))), 4)  # Phi(-1)
     0.1587
     """
+    label_noise = check_label_noise(label_noise)
+    noise_scale = check_positive("noise_scale", noise_scale)
     v = effective_direction(W, a)
+    check_shape("mu", mu, (jnp.shape(W)[-1],))
+    if cov is not None:
+        check_shape("cov", cov, (jnp.shape(W)[-1], jnp.shape(W)[-1]))
     spread = noise_scale * jnp.linalg.norm(v) if cov is None else jnp.sqrt(v @ cov @ v)
     clean = _normal.cdf(-(v @ mu) / spread)
     return label_noise + (1.0 - 2.0 * label_noise) * clean
@@ -264,6 +290,8 @@ def signal_regime(n, signal, d, noise_scale=1.0) -> Float[Array, ""]:
     >>> float(signal_regime(20, 10.0, 400))
     5.0
     """
+    n, d = check_positive_int("n", n), check_positive_int("d", d)
+    noise_scale = check_positive("noise_scale", noise_scale)
     return n * jnp.asarray(signal) ** 2 / (d * jnp.asarray(noise_scale) ** 2)
 
 
@@ -275,6 +303,8 @@ def bayes_error(signal, noise_scale=1.0, label_noise=0.0):
     >>> round(bayes_error(1.0), 6)
     0.158655
     """
+    label_noise = check_label_noise(label_noise)
+    noise_scale = check_positive("noise_scale", noise_scale)
     if isinstance(signal, float | int) and isinstance(noise_scale, float | int):
         clean = 0.5 * math.erfc(signal / noise_scale / math.sqrt(2.0))
         return label_noise + (1.0 - 2.0 * label_noise) * clean

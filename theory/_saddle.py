@@ -27,7 +27,16 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from .checks import check_plus_minus_one, check_positive_int, check_shape, check_time_scale
+from .checks import (
+    check_finite,
+    check_plus_minus_one,
+    check_positive,
+    check_positive_int,
+    check_shape,
+    check_time_grid,
+    check_time_scale,
+    inexact,
+)
 
 
 class SaddleJumps(eqx.Module):
@@ -114,7 +123,10 @@ def _check_inputs(y, signs, directions):
     check_shape("y", y, (None,))
     check_shape("signs", signs, (None,))
     check_shape("directions", directions, (jnp.shape(signs)[0], jnp.shape(y)[0]))
-    return check_plus_minus_one("signs", signs)
+    dtype = jnp.result_type(jnp.asarray(y), jnp.asarray(directions), float)
+    y = check_finite("y", inexact(y, dtype))
+    directions = check_finite("directions", inexact(directions, dtype))
+    return y, inexact(check_plus_minus_one("signs", signs), dtype), directions
 
 
 def saddle_jumps(
@@ -148,7 +160,7 @@ def saddle_jumps(
     >>> float(pred.times[0]), float(pred.cost), int(pred.num_jumps)
     (1.0, 1.0, 1)
     """
-    return _saddle_jumps(y, _check_inputs(y, signs, directions), directions)
+    return _saddle_jumps(*_check_inputs(y, signs, directions))
 
 
 @jax.jit
@@ -212,7 +224,6 @@ def _saddle_jumps(y, signs, directions) -> SaddleJumps:
     )
 
 
-@jax.jit
 def predicted_exponents(prediction: SaddleJumps, ts: Float[Array, " T"]) -> Float[Array, "T m"]:
     """Algorithm 1's exponents ell_j(t) at the times `ts` (||w_j|| = alpha^(-ell_j)).
 
@@ -224,6 +235,11 @@ def predicted_exponents(prediction: SaddleJumps, ts: Float[Array, " T"]) -> Floa
     >>> predicted_exponents(pred, jnp.array([0.0, 0.5, 2.0]))[:, 0].tolist()
     [-1.0, -0.5, 0.0]
     """
+    return _predicted_exponents(prediction, check_time_grid("ts", ts))
+
+
+@jax.jit
+def _predicted_exponents(prediction: SaddleJumps, ts):
     real = prediction.neurons >= 0
     starts = jnp.concatenate([jnp.zeros((1,)), jnp.where(real, prediction.times, jnp.inf)[:-1]])
     ends = jnp.where(real, prediction.times, jnp.inf)
@@ -245,7 +261,7 @@ def min_norm_cost(y: Float[Array, " n"]) -> Float[Array, ""]:
     >>> float(min_norm_cost(jnp.array([3.0, 4.0, -1.0])))
     6.0
     """
-    y = jnp.asarray(y)
+    y = check_finite("y", inexact(y))
     check_shape("y", y, (None,))
     pos = jnp.where(y > 0, y, 0.0)
     neg = jnp.where(y < 0, y, 0.0)
@@ -272,7 +288,6 @@ def coverage_width(n, delta=1e-4):
     return jnp.ceil(jnp.log(n / delta) / jnp.log(4.0 / 3.0) - 1e-12).astype(int)
 
 
-@jax.jit
 def crossing_times(
     ts: Float[Array, " T"], loss: Float[Array, " T"], prediction: SaddleJumps
 ) -> Float[Array, " K"]:
@@ -288,6 +303,13 @@ def crossing_times(
     >>> float(crossing_times(ts, loss, pred)[0])  # log-loss crosses log 0.25 half-way
     1.5
     """
+    ts = check_time_grid("ts", ts)
+    check_shape("loss", loss, (ts.shape[0],))
+    return _crossing_times(ts, inexact(loss, ts.dtype), prediction)
+
+
+@jax.jit
+def _crossing_times(ts, loss, prediction):
     before = jnp.concatenate([prediction.initial_plateau[None], prediction.plateaus[:-1]])
     levels = 0.5 * (before + prediction.plateaus)
     tiny = jnp.finfo(loss.dtype).tiny
@@ -331,7 +353,9 @@ def jump_time_grid(
     >>> ts.tolist()
     [0.0, 0.5, 0.7, 1.0, 1.0, 1.3, 1.5, 2.0]
     """
-    t1 = jnp.asarray(t1, jnp.result_type(float))
+    num = check_positive_int("num", num)
+    window_points = check_positive_int("window_points", window_points)
+    t1 = check_positive("t1", inexact(t1))
     w = jnp.minimum(0.5, window / check_time_scale(time_scale, t1.dtype))
     centers = jnp.where(jnp.isfinite(prediction.times), prediction.times, t1)
     offsets = jnp.linspace(-1.0, 1.0, window_points, dtype=t1.dtype)

@@ -28,7 +28,14 @@ from jaxtyping import Array, Float
 
 from ._hermite import hermite_coefficients, hermite_energies
 from ._solution import RESULTS, Solution, diffrax_stats
-from .checks import check_activation
+from .checks import (
+    check_activation,
+    check_positive,
+    check_shape,
+    check_time_grid,
+    check_value,
+    inexact,
+)
 
 
 class ODESolution(Solution):
@@ -122,8 +129,10 @@ def lotka_volterra(
     (True, [1.0, 0.0])
     """
     args = (c0, c2, r, d, weight_decay, jnp.asarray(1.0 if corrected else 0.0))
-    ts = jnp.asarray(ts, jnp.result_type(float))
-    return _solve(_lv_field, jnp.asarray(beta0, ts.dtype), ts, args, 1e-10, 1e-10, throw)
+    ts = check_time_grid("ts", ts)
+    check_shape("beta0", beta0, (2,))
+    beta0 = check_positive("beta0", inexact(beta0, ts.dtype), allow_zero=True)
+    return _solve(_lv_field, beta0, ts, args, 1e-10, 1e-10, throw)
 
 
 def mass_ratio(beta, *, c0, c2, r: int, d: int):
@@ -156,8 +165,13 @@ def tensor_power(
     def field(t, p, args):
         return 2.0 * (1.0 - p) * jnp.sum(weights * p**js)
 
-    ts = jnp.asarray(ts, jnp.result_type(float))
-    return _solve(field, jnp.asarray(p0, ts.dtype), ts, None, 1e-10, 1e-12, throw)
+    ts = check_time_grid("ts", ts)
+    p0 = check_value(
+        inexact(p0, ts.dtype),
+        (jnp.asarray(p0) >= 0) & (jnp.asarray(p0) <= 1),
+        f"`p0` must lie in [0, 1] (a squared coordinate), got {p0}",
+    )
+    return _solve(field, p0, ts, None, 1e-10, 1e-12, throw)
 
 
 def _first_time(ts, ok):
