@@ -92,6 +92,8 @@ def sampled_test_error(
     True
     """
     d = model.W.shape[-1]
+    num_batches = check_positive_int("num_batches", num_batches)
+    batch_size = check_positive_int("batch_size", batch_size)
 
     def batch(count, k):
         X, y, _, _ = gaussian_mixture(

@@ -165,4 +165,8 @@ def half_squared_norm(model) -> Float[Array, ""]:
     1.5
     """
     leaves = jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))
+    if not leaves:
+        raise ValueError(
+            f"`model` must hold floating-point arrays (its parameters), got {type(model).__name__}"
+        )
     return 0.5 * sum(jnp.sum(leaf * leaf) for leaf in leaves)

@@ -191,6 +191,10 @@ def symmetrize(model: MeanFieldNet, r: int, *, key: PRNGKeyArray, num: int) -> M
     """
     W = model.W
     m, d = W.shape
+    r = check_positive_int("r", r)
+    if r > d:
+        raise ValueError(f"`r` must be <= d = {d}, got {r}")
+    num = check_positive_int("num", num)
     ks, kp = jax.random.split(key)
     signs = jax.random.rademacher(ks, (num, d), W.dtype)
     perms = jax.vmap(
@@ -291,6 +295,7 @@ def observables(model: MeanFieldNet, target: MultiIndexTarget) -> Observables:
     (4.0, 4.0, 0.0, [1.0])
     """
     W = model.W
+    check_shape("model.W", W, (None, target.directions.shape[1]))
     r = target.rank
     d = W.shape[1]
     rel = W @ target.directions.T  # (m, r)

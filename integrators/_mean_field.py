@@ -20,7 +20,13 @@ from jaxtyping import Array, Float
 
 from dynamics import MeanFieldNet, MultiIndexTarget, observables, population_loss, sample_loss
 from theory import RESULTS, Solution, diffrax_stats
-from theory.checks import check_activation, check_positive, check_shape, check_time_grid
+from theory.checks import (
+    check_activation,
+    check_positive,
+    check_positive_int,
+    check_shape,
+    check_time_grid,
+)
 
 
 class MeanFieldSolution(Solution):
@@ -56,6 +62,8 @@ def check_memory(n: int, d: int, m: int, batch_size: int, dtype=jnp.float64) -> 
     >>> check_memory(1000, 10, 5, 100) > 0
     True
     """
+    n, d, m = (check_positive_int(k, v) for k, v in (("n", n), ("d", d), ("m", m)))
+    batch_size = check_positive_int("batch_size", batch_size)
     item = jnp.dtype(dtype).itemsize
     need = item * (n * d + n + 8 * batch_size * m + 16 * m * d)
     device = jax.devices()[0]

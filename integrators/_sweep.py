@@ -127,6 +127,8 @@ def pick_batch_size(bytes_per_seed: int, device=None, limit: int = 4096) -> int:
     >>> pick_batch_size(10**12), pick_batch_size(1, limit=64)
     (1, 64)
     """
+    bytes_per_seed = check_positive_int("bytes_per_seed", bytes_per_seed)
+    limit = check_positive_int("limit", limit)
     device = jax.devices()[0] if device is None else device
     if device.platform == "cpu":
         budget = _l2_bytes() // 2

@@ -68,6 +68,11 @@ def nnqp(G, b, *, tol, max_steps: int, throw: bool = False) -> NNQPSolution:
     >>> sol.lam.tolist(), sol.passive.tolist(), bool(sol.ok)
     ([1.0, 0.0], [True, False], True)
     """
+    n = jnp.shape(b)[0] if jnp.ndim(b) == 1 else -1
+    if jnp.ndim(b) != 1 or jnp.shape(G) != (n, n):
+        raise ValueError(
+            f"`G` must have shape (n, n) and `b` (n,), got {jnp.shape(G)} and {jnp.shape(b)}"
+        )
     lam, passive, it = _active_set(G, b, tol, max_steps)
     w = b - G @ lam
     finite = jnp.all(jnp.isfinite(lam))

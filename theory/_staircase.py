@@ -31,6 +31,7 @@ from ._solution import RESULTS, Solution, diffrax_stats
 from .checks import (
     check_activation,
     check_positive,
+    check_positive_int,
     check_shape,
     check_time_grid,
     check_value,
@@ -77,6 +78,8 @@ def mass_equilibrium(c0, r, weight_decay):
     >>> mass_equilibrium(1.0, 4, 2.0)
     3.0
     """
+    check_positive("c0", c0)
+    check_positive("weight_decay", weight_decay, allow_zero=True)
     return r - weight_decay / (2.0 * c0**2)
 
 
@@ -87,6 +90,7 @@ def mass_ode(alpha0, ts: Float[Array, " T"], *, c0, r, weight_decay) -> Float[Ar
     >>> [round(v, 4) for v in mass_ode(1.0, jnp.array([0.0, 10.0]), c0=1.0, r=4, weight_decay=2.0).tolist()]
     [1.0, 3.0]
     """  # noqa: E501
+    alpha0 = check_positive("alpha0", alpha0)
     K = mass_equilibrium(c0, r, weight_decay)
     return K / (1.0 + (K / alpha0 - 1.0) * jnp.exp(-4.0 * c0**2 * K * ts))
 
@@ -142,6 +146,8 @@ def mass_ratio(beta, *, c0, c2, r: int, d: int):
     >>> float(mass_ratio(jnp.array([1.0, 0.5]), c0=1.0, c2=1.0, r=1, d=3))
     0.5
     """
+    if jnp.shape(beta)[-1:] != (2,):
+        raise ValueError(f"`beta` must have shape (..., 2), got {jnp.shape(beta)}")
     return c0**2 * (d - r) * beta[..., 1] / ((c0**2 * r + c2**2) * beta[..., 0])
 
 
@@ -220,6 +226,9 @@ def stage_times(
     (True, True)
     """
     check_activation(activation, even=True)
+    r = check_positive_int("r", r)
+    d = check_positive_int("d", d, minimum=r)
+    m = check_positive_int("m", m)
     c = hermite_coefficients(activation, 2)
     c0, c2 = c[0], c[2]
     K = mass_equilibrium(c0, r, weight_decay)
@@ -266,7 +275,9 @@ def measured_stage_times(
     ...                      np.array([0.1, 0.2, 0.5, 0.95]), equilibrium=3.0).tolist()
     [2.0, 2.0, 3.0]
     """
-    ts, alpha = np.asarray(ts), np.asarray(alpha)
+    ts, alpha = np.asarray(check_time_grid("ts", ts)), np.asarray(alpha)
+    for name, x in (("alpha", alpha), ("q", q), ("alignment", alignment)):
+        check_shape(name, x, ts.shape)
 
     def first(ok):
         hit = np.flatnonzero(ok)

@@ -1,0 +1,172 @@
+"""Bad input to every public function of `dynamics`: (call, exception, message fragment)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dynamics as D
+
+KEY = jax.random.PRNGKey(0)
+NAN = float("nan")
+NET2 = D.TwoLayerReLU(jnp.array([1.0, -1.0]), jnp.eye(2))
+LEAKY = D.LeakyReLUNet(jnp.eye(2), jnp.array([1.0, -1.0]), 0.1)
+MF = D.MeanFieldNet(jnp.eye(2, 4))
+TARGET = D.standard_target(2, 4)
+
+CASES = {
+    "orthogonal_data": [
+        (lambda: D.orthogonal_data(5, 4, key=KEY), ValueError, "`d`"),
+        (lambda: D.orthogonal_data(0, key=KEY), ValueError, "`n`"),
+        (lambda: D.orthogonal_data(2.5, key=KEY), ValueError, "`n`"),
+    ],
+    "check_margin_loss": [(lambda: D.check_margin_loss("hinge"), ValueError, "loss")],
+    "fixed_second_layer": [(lambda: D.fixed_second_layer(1), ValueError, "`m`")],
+    "leaky_relu": [(lambda: D.leaky_relu(jnp.ones(2), 1.5), ValueError, "gamma")],
+    "log_margin_loss": [
+        (lambda: D.log_margin_loss(jnp.ones((1, 3))), ValueError, "margins"),
+        (lambda: D.log_margin_loss(jnp.ones(3), "hinge"), ValueError, "loss"),
+    ],
+    "margin_loss": [
+        (lambda: D.margin_loss(jnp.ones((1, 3))), ValueError, "margins"),
+        (lambda: D.margin_loss(jnp.ones(3), "squared"), ValueError, "loss"),
+    ],
+    "small_leaky_init": [
+        (lambda: D.small_leaky_init(4, 10, 0.1, scale=-1.0, key=KEY), ValueError, "scale"),
+        (lambda: D.small_leaky_init(4, 10, 1.0, scale=1.0, key=KEY), ValueError, "gamma"),
+        (lambda: D.small_leaky_init(4, 0, 0.1, scale=1.0, key=KEY), ValueError, "`d`"),
+    ],
+    "gaussian_mixture": [
+        (
+            lambda: D.gaussian_mixture(6, 10, signal=1.0, key=KEY, noise="cauchy"),
+            ValueError,
+            "noise",
+        ),
+        (
+            lambda: D.gaussian_mixture(6, 10, signal=1.0, key=KEY, label_noise=np.float32(0.7)),
+            ValueError,
+            "label_noise",
+        ),
+        (lambda: D.gaussian_mixture(6, 10, signal=NAN, key=KEY), ValueError, "signal"),
+        (lambda: D.gaussian_mixture(np.int64(0), 10, signal=1.0, key=KEY), ValueError, "`n`"),
+        (
+            lambda: D.gaussian_mixture(6, 10, signal=1.0, key=KEY, noise="student_t", dof=2.0),
+            ValueError,
+            "dof",
+        ),
+    ],
+    "sampled_test_error": [
+        (
+            lambda: D.sampled_test_error(LEAKY, key=KEY, signal=1.0, num_batches=0),
+            ValueError,
+            "num_batches",
+        ),
+        (
+            lambda: D.sampled_test_error(LEAKY, key=KEY, signal=1.0, label_noise=0.5),
+            ValueError,
+            "label_noise",
+        ),
+    ],
+    "balanced_init": [
+        (lambda: D.balanced_init(3, 3, 0.0, key=KEY), ValueError, "alpha"),
+        (lambda: D.balanced_init(3, 3, np.float64(2.0), key=KEY), ValueError, "alpha"),
+        (lambda: D.balanced_init(3, 3, 1e-30, key=KEY, dtype=jnp.float32), ValueError, "float32"),
+        (lambda: jax.jit(lambda a: D.balanced_init(3, 3, a, key=KEY).a)(NAN), Exception, "alpha"),
+        (lambda: D.balanced_init(0, 3, 0.5, key=KEY), ValueError, "`m`"),
+    ],
+    "half_squared_norm": [(lambda: D.half_squared_norm({"n": 3}), ValueError, "`model`")],
+    "he_uniform_init": [(lambda: D.he_uniform_init(3, -1, key=KEY), ValueError, "`d`")],
+    "signs_and_directions": [
+        (lambda: D.signs_and_directions(NET2, 2 * jnp.eye(2)), ValueError, "orthonormal"),
+        (lambda: D.signs_and_directions(NET2, jnp.eye(3)), ValueError, "`X`"),
+    ],
+    "square_loss": [(lambda: D.square_loss(NET2, jnp.eye(2), jnp.ones((2, 1))), ValueError, "`y`")],
+    "tangent_kernel": [(lambda: D.tangent_kernel(NET2, jnp.eye(3)), ValueError, "`X`")],
+    "tangent_kernel_max": [
+        (lambda: D.tangent_kernel_max(NET2, jnp.ones((2, 5))), ValueError, "`X`")
+    ],
+    "loss_decomposition": [
+        (lambda: D.loss_decomposition(MF, TARGET, key=KEY, num=0), ValueError, "num")
+    ],
+    "mean_field_init": [(lambda: D.mean_field_init(0, 4, key=KEY), ValueError, "`m`")],
+    "observables": [
+        (lambda: D.observables(D.MeanFieldNet(jnp.ones((2, 3))), TARGET), ValueError, "model.W")
+    ],
+    "population_distance": [
+        (
+            lambda: D.population_distance(MF, D.MeanFieldNet(jnp.eye(2, 4), "relu")),
+            ValueError,
+            "activation",
+        )
+    ],
+    "population_loss": [
+        (
+            lambda: D.population_loss(D.MeanFieldNet(jnp.ones((2, 3))), TARGET),
+            ValueError,
+            "model.W",
+        ),
+        (
+            lambda: D.population_loss(D.MeanFieldNet(jnp.eye(2, 4), "gelu"), TARGET),
+            ValueError,
+            "activation",
+        ),
+    ],
+    "sample_loss": [
+        (lambda: D.sample_loss(MF, jnp.ones((6, 4)), jnp.ones((6, 1))), ValueError, "`y`"),
+        (
+            lambda: D.sample_loss(MF, jnp.ones((6, 4)), jnp.ones(6), batch_size=4),
+            ValueError,
+            "batch_size",
+        ),
+    ],
+    "standard_target": [
+        (lambda: D.standard_target(5, 3), ValueError, "`d`"),
+        (lambda: D.standard_target(2, 4, "tanh"), ValueError, "activation"),
+    ],
+    "symmetrize": [
+        (lambda: D.symmetrize(MF, 5, key=KEY, num=2), ValueError, "`r`"),
+        (lambda: D.symmetrize(MF, 2, key=KEY, num=0), ValueError, "num"),
+    ],
+}
+MODULES = {
+    "TwoLayerReLU": [(lambda: D.TwoLayerReLU(jnp.ones(2), jnp.ones((3, 2))), ValueError, "`W`")],
+    "LeakyReLUNet": [
+        (lambda: D.LeakyReLUNet(jnp.ones((2, 3)), jnp.ones(3), 0.1), ValueError, "`a`")
+    ],
+    "MeanFieldNet": [(lambda: D.MeanFieldNet(jnp.ones(3)), ValueError, "`W`")],
+    "MultiIndexTarget": [
+        (lambda: D.MultiIndexTarget(jnp.array([[1.0, 0.0], [1.0, 1.0]])), ValueError, "orthonormal")
+    ],
+}
+
+ROWS = [
+    (f"{name}[{i}]", *case)
+    for name, cases in (CASES | MODULES).items()
+    for i, case in enumerate(cases)
+]
+
+
+@pytest.mark.parametrize("label, call, error, fragment", ROWS, ids=[r[0] for r in ROWS])
+def test_bad_input_is_refused_with_a_message_naming_it(label, call, error, fragment):
+    with pytest.raises(error, match=fragment):
+        call()
+
+
+def test_every_public_function_has_a_bad_input_case():
+    import inspect
+
+    public = {n for n in dir(D) if not n.startswith("_") and inspect.isfunction(getattr(D, n))}
+    assert public <= set(CASES), sorted(public - set(CASES))
+
+
+def test_degenerate_but_valid_inputs_work():
+    # a zero neuron: direction 0 and no mass, never NaN
+    dead = D.TwoLayerReLU(jnp.array([0.0, 1.0]), jnp.array([[0.0, 0.0], [1.0, 0.0]]))
+    signs, directions = D.signs_and_directions(dead, jnp.eye(2))
+    assert np.all(np.isfinite(np.asarray(directions))) and float(directions[0, 0]) == 0.0
+    zero_row = D.MeanFieldNet(jnp.array([[0.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]]))
+    assert np.isfinite(float(D.population_loss(zero_row, TARGET)))
+    obs = D.observables(zero_row, TARGET)
+    assert np.all(np.isfinite(np.asarray(obs.alignment)))
+    # integer parameters are converted, not kept as integers
+    assert D.TwoLayerReLU(jnp.array([1, -1]), jnp.eye(2, dtype=int)).a.dtype.kind == "f"

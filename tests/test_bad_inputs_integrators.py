@@ -1,0 +1,151 @@
+"""Bad input to every public function of `integrators`: (call, exception, message fragment)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import integrators as I
+from dynamics import LeakyReLUNet, MeanFieldNet, TwoLayerReLU, standard_target
+
+NAN = float("nan")
+X2, Y2 = jnp.eye(2), jnp.array([1.0, -1.0])
+NET = TwoLayerReLU(jnp.array([0.1, -0.1]), 0.1 * jnp.eye(2))
+LEAKY = LeakyReLUNet(jnp.zeros((2, 2)), jnp.array([1.0, -1.0]), 0.1)
+MF, TARGET = MeanFieldNet(jnp.eye(2, 4)), standard_target(2, 4)
+TS = jnp.linspace(0.0, 1.0, 3)
+ONE = jnp.array([1.0])
+
+
+def _run(key):
+    return {"x": jax.random.normal(key)}
+
+
+CASES = {
+    "orthogonal_flow": [
+        (lambda: I.orthogonal_flow(2 * X2, Y2, NET, TS), ValueError, "orthonormal"),
+        (lambda: I.orthogonal_flow(X2, Y2[:, None], NET, TS), ValueError, "`y`"),
+        (lambda: I.orthogonal_flow(X2, Y2, NET, jnp.array([0.0, NAN])), ValueError, "`ts`"),
+        (
+            lambda: I.orthogonal_flow(X2, Y2, NET, jnp.array([1.0, 0.5])),
+            ValueError,
+            "nondecreasing",
+        ),
+        (lambda: I.orthogonal_flow(X2, Y2, NET, TS, time_scale=-1.0), ValueError, "time_scale"),
+        (lambda: I.orthogonal_flow(X2, jnp.array([1.0, NAN]), NET, TS), ValueError, "finite"),
+    ],
+    "vanishing_flow": [
+        (
+            lambda: I.vanishing_flow(ONE, ONE, jnp.array([[NAN]]), TS, time_scale=10.0),
+            ValueError,
+            "directions",
+        ),
+        (
+            lambda: I.vanishing_flow(jnp.zeros(0), ONE, jnp.zeros((1, 0)), TS, time_scale=10.0),
+            ValueError,
+            "one sample",
+        ),
+        (
+            lambda: I.vanishing_flow(ONE, ONE, jnp.ones((1, 1)), TS, time_scale=np.float32(0.0)),
+            ValueError,
+            "time_scale",
+        ),
+        (
+            lambda: I.vanishing_flow(ONE, 0.5 * ONE, jnp.ones((1, 1)), TS, time_scale=10.0),
+            ValueError,
+            "signs",
+        ),
+    ],
+    "checkpoint_steps": [
+        (lambda: I.checkpoint_steps(10, 0), ValueError, "num_checkpoints"),
+        (lambda: I.checkpoint_steps(0, 3), ValueError, "max_steps"),
+    ],
+    "gradient_descent": [
+        (lambda: I.gradient_descent(X2, Y2, NET, learning_rate=-0.5), ValueError, "learning_rate"),
+        (
+            lambda: I.gradient_descent(X2, Y2, NET, learning_rate=0.5, num_checkpoints=0),
+            ValueError,
+            "num_checkpoints",
+        ),
+        (lambda: I.gradient_descent(X2, Y2, NET, learning_rate=0.5, tol=-1.0), ValueError, "tol"),
+        (lambda: I.gradient_descent(X2, Y2[:1], NET, learning_rate=0.5), ValueError, "`y`"),
+    ],
+    "stable_gradient_descent": [
+        (lambda: I.stable_gradient_descent(2 * X2, Y2, NET), ValueError, "orthonormal")
+    ],
+    "margin_gradient_descent": [
+        (
+            lambda: I.margin_gradient_descent(X2, 0.5 * Y2, LEAKY, learning_rate=0.1),
+            ValueError,
+            "`y` must take",
+        ),
+        (
+            lambda: I.margin_gradient_descent(X2, Y2, LEAKY, learning_rate=0.0),
+            ValueError,
+            "learning_rate",
+        ),
+        (
+            lambda: I.margin_gradient_descent(X2, Y2, LEAKY, learning_rate=0.1, loss="hinge"),
+            ValueError,
+            "loss",
+        ),
+    ],
+    "check_memory": [(lambda: I.check_memory(0, 10, 5, 100), ValueError, "`n`")],
+    "mean_field_flow": [
+        (lambda: I.mean_field_flow(TARGET, MF, TS, weight_decay=-1.0), ValueError, "weight_decay"),
+        (
+            lambda: I.mean_field_flow(TARGET, MeanFieldNet(jnp.eye(2, 4), "relu"), TS),
+            ValueError,
+            "activation",
+        ),
+        (lambda: I.mean_field_flow(TARGET, MF, jnp.array([2.0, 1.0])), ValueError, "`ts`"),
+        (
+            lambda: I.mean_field_flow(TARGET, MF, TS, samples=(jnp.ones((5, 4)), jnp.ones((5, 1)))),
+            ValueError,
+            "samples[1]",
+        ),
+    ],
+    "load_sweep": [(lambda: I.load_sweep("/nonexistent/sweep"), ValueError, "`out`")],
+    "pick_batch_size": [(lambda: I.pick_batch_size(-5), ValueError, "bytes_per_seed")],
+    "sweep": [
+        (lambda: I.sweep(_run, seeds=-1), ValueError, "seeds"),
+        (lambda: I.sweep(_run, seeds=2, chunk_size=0), ValueError, "chunk_size"),
+        (lambda: I.sweep(_run, seeds=2, batch_size=-3), ValueError, "batch_size"),
+    ],
+}
+
+ROWS = [(f"{name}[{i}]", *case) for name, cases in CASES.items() for i, case in enumerate(cases)]
+
+
+@pytest.mark.parametrize("label, call, error, fragment", ROWS, ids=[r[0] for r in ROWS])
+def test_bad_input_is_refused_with_a_message_naming_it(label, call, error, fragment):
+    with pytest.raises(error, match=fragment):
+        call()
+
+
+def test_every_public_function_has_a_bad_input_case():
+    import inspect
+
+    public = {n for n in dir(I) if not n.startswith("_") and inspect.isfunction(getattr(I, n))}
+    assert public <= set(CASES), sorted(public - set(CASES))
+
+
+def test_checks_run_under_jit_and_vmap():
+    run = jax.jit(lambda tau: I.orthogonal_flow(X2, Y2, NET, TS, time_scale=tau).loss)
+    assert np.all(np.isfinite(np.asarray(run(2.0))))
+    with pytest.raises(Exception, match="time_scale"):
+        run(-1.0)
+    batched = jax.vmap(lambda y: I.gradient_descent(X2, y, NET, learning_rate=0.5, max_steps=5))
+    with pytest.raises(Exception, match="finite"):
+        batched(jnp.array([[1.0, -1.0], [NAN, 1.0]]))
+
+
+def test_degenerate_but_valid_inputs_work():
+    # integer data and time grids are converted to floats, never integrated as integers
+    sol = I.orthogonal_flow(jnp.eye(2, dtype=int), jnp.array([1, 1]), NET, jnp.array([0, 1, 2]))
+    assert sol.ts.dtype.kind == "f" and bool(sol.ok)
+    # a dead neuron (a_j = 0, every v_ji <= 0) never moves and costs no steps
+    dead = TwoLayerReLU(jnp.array([0.0, 0.1]), jnp.array([[-1.0, -0.5], [0.1, 0.1]]))
+    sol = I.orthogonal_flow(X2, jnp.array([1.0, 0.5]), dead, jnp.linspace(0.0, 50.0, 5))
+    assert bool(sol.ok) and int(sol.stats["num_steps"]) < 1000
+    np.testing.assert_allclose(sol.model.W[0], [-1.0, -0.5])

@@ -1,0 +1,173 @@
+"""Bad input to every public function of `theory`: (call, exception, message fragment)."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import theory as T
+
+Y, S, D = jnp.array([1.0, -2.0]), jnp.array([1.0, -1.0]), jnp.ones((2, 2))
+PRED = T.saddle_jumps(Y, S, D)
+X2, A2 = jnp.eye(2), jnp.array([1.0, -1.0])
+NAN = float("nan")
+
+CASES = {
+    "activation_function": [(lambda: T.activation_function("tanh"), ValueError, "activation")],
+    "hermite_coefficients": [
+        (lambda: T.hermite_coefficients("abs", -1), ValueError, "degree"),
+        (lambda: T.hermite_coefficients("abs", 2.5), ValueError, "degree"),
+        (lambda: T.hermite_coefficients("gelu", 400), ValueError, "<= 300"),
+    ],
+    "hermite_energies": [(lambda: T.hermite_energies("tanh", 2), ValueError, "activation")],
+    "second_moment": [(lambda: T.second_moment("sigmoid"), ValueError, "activation")],
+    "dual_kernel": [(lambda: T.dual_kernel("tanh"), ValueError, "activation")],
+    "kernel_truncation_error": [
+        (lambda: T.kernel_truncation_error("tanh"), ValueError, "activation")
+    ],
+    "activation_pattern": [
+        (lambda: T.activation_pattern(jnp.ones((2, 3)), jnp.ones((4, 2))), ValueError, "`X`")
+    ],
+    "all_activated": [
+        (lambda: T.all_activated(jnp.ones((2, 2)), jnp.ones(3), X2, A2), ValueError, "`a`"),
+        (lambda: T.all_activated(jnp.ones((2, 2)), A2, X2, A2[:, None]), ValueError, "`y`"),
+    ],
+    "bayes_error": [
+        (lambda: T.bayes_error(1.0, label_noise=np.float32(0.7)), ValueError, "label_noise"),
+        (lambda: T.bayes_error(1.0, noise_scale=-1.0), ValueError, "noise_scale"),
+    ],
+    "effective_direction": [
+        (lambda: T.effective_direction(jnp.ones((2, 3)), jnp.ones(3)), ValueError, "`a`")
+    ],
+    "max_margin": [
+        (lambda: T.max_margin(X2, A2, A2, 1.5), ValueError, "gamma"),
+        (lambda: T.max_margin(X2, A2, A2, np.float32(1.5)), ValueError, "gamma"),
+        (lambda: T.max_margin(X2, 2 * A2, A2, 0.5), ValueError, "`y` must take"),
+        (lambda: T.max_margin(X2, A2[:, None], A2, 0.5), ValueError, "`y`"),
+        (
+            lambda: T.max_margin(X2, A2, A2, 0.5, pattern=jnp.ones((3, 2), bool)),
+            ValueError,
+            "pattern",
+        ),
+    ],
+    "mixture_test_error": [
+        (lambda: T.mixture_test_error(X2, A2, jnp.ones(3)), ValueError, "`mu`"),
+        (
+            lambda: T.mixture_test_error(X2, A2, jnp.ones(2), label_noise=0.6),
+            ValueError,
+            "label_noise",
+        ),
+    ],
+    "one_minus_cos": [
+        (lambda: T.one_minus_cos(jnp.ones((2, 3)), jnp.ones((3, 2))), ValueError, "`W`"),
+        (lambda: T.one_minus_cos(jnp.zeros((2, 2)), X2), ValueError, "nonzero"),
+    ],
+    "signal_regime": [
+        (lambda: T.signal_regime(0, 1.0, 10), ValueError, "`n`"),
+        (lambda: T.signal_regime(5, 1.0, 10, noise_scale=0.0), ValueError, "noise_scale"),
+    ],
+    "nnqp": [(lambda: T.nnqp(jnp.eye(3), jnp.ones(2), tol=1e-9, max_steps=5), ValueError, "`G`")],
+    "coverage_width": [
+        (lambda: T.coverage_width(np.int64(0)), ValueError, "`n`"),
+        (lambda: T.coverage_width(10, 1.5), ValueError, "delta"),
+    ],
+    "crossing_times": [
+        (lambda: T.crossing_times(jnp.arange(3.0), jnp.ones(4), PRED), ValueError, "`loss`"),
+        (
+            lambda: T.crossing_times(jnp.array([0.0, 2.0, 1.0]), jnp.ones(3), PRED),
+            ValueError,
+            "nondecreasing",
+        ),
+        (lambda: T.crossing_times(jnp.array([0.0, NAN]), jnp.ones(2), PRED), ValueError, "finite"),
+    ],
+    "jump_time_grid": [
+        (lambda: T.jump_time_grid(PRED, 1.0, time_scale=0.0), ValueError, "time_scale"),
+        (lambda: T.jump_time_grid(PRED, -1.0, time_scale=10.0), ValueError, "t1"),
+        (lambda: T.jump_time_grid(PRED, 1.0, time_scale=10.0, num=0), ValueError, "num"),
+    ],
+    "min_norm_cost": [
+        (lambda: T.min_norm_cost(jnp.ones((2, 1))), ValueError, "`y`"),
+        (lambda: T.min_norm_cost(jnp.array([1.0, NAN])), ValueError, "finite"),
+    ],
+    "predicted_exponents": [
+        (lambda: T.predicted_exponents(PRED, jnp.array([1.0, 0.0])), ValueError, "nondecreasing")
+    ],
+    "saddle_jumps": [
+        (lambda: T.saddle_jumps(Y, jnp.array([1.0, 0.5]), D), ValueError, "signs"),
+        (lambda: T.saddle_jumps(Y, S, jnp.ones((2, 3))), ValueError, "directions"),
+        (lambda: T.saddle_jumps(Y[:, None], S, D), ValueError, "`y`"),
+        (lambda: T.saddle_jumps(jnp.array([1.0, NAN]), S, D), ValueError, "finite"),
+    ],
+    "lotka_volterra": [
+        (
+            lambda: T.lotka_volterra(
+                jnp.ones(3), jnp.arange(3.0), c0=1.0, c2=1.0, r=1, d=2, weight_decay=0.0
+            ),
+            ValueError,
+            "beta0",
+        ),
+        (
+            lambda: T.lotka_volterra(
+                jnp.ones(2), jnp.array([0.0, NAN]), c0=1.0, c2=1.0, r=1, d=2, weight_decay=0.0
+            ),
+            ValueError,
+            "`ts`",
+        ),
+    ],
+    "mass_equilibrium": [(lambda: T.mass_equilibrium(0.0, 2, 1.0), ValueError, "c0")],
+    "mass_ode": [
+        (
+            lambda: T.mass_ode(-1.0, jnp.arange(2.0), c0=1.0, r=2, weight_decay=0.0),
+            ValueError,
+            "alpha0",
+        )
+    ],
+    "mass_ratio": [
+        (lambda: T.mass_ratio(jnp.ones(3), c0=1.0, c2=1.0, r=1, d=2), ValueError, "beta")
+    ],
+    "measured_stage_times": [
+        (
+            lambda: T.measured_stage_times(
+                np.arange(3.0), np.ones(2), np.ones(3), np.ones(3), equilibrium=1.0
+            ),
+            ValueError,
+            "alpha",
+        )
+    ],
+    "stage_times": [
+        (
+            lambda: T.stage_times(activation="relu", r=2, d=4, m=4, weight_decay=0.1),
+            ValueError,
+            "relu_even",
+        ),
+        (
+            lambda: T.stage_times(activation="abs", r=5, d=4, m=4, weight_decay=0.1),
+            ValueError,
+            "`d`",
+        ),
+    ],
+    "tensor_power": [
+        (lambda: T.tensor_power(1.5, jnp.arange(2.0), activation="abs"), ValueError, "p0"),
+        (lambda: T.tensor_power(0.5, jnp.arange(2.0), activation="gelu"), ValueError, "gelu_even"),
+    ],
+    "weight_decay_plateaus": [
+        (lambda: T.weight_decay_plateaus("swish", 2, 0.1), ValueError, "swish_even")
+    ],
+}
+
+ROWS = [(f"{name}[{i}]", *case) for name, cases in CASES.items() for i, case in enumerate(cases)]
+
+
+@pytest.mark.parametrize("label, call, error, fragment", ROWS, ids=[r[0] for r in ROWS])
+def test_bad_input_is_refused_with_a_message_naming_it(label, call, error, fragment):
+    with pytest.raises(error, match=fragment):
+        call()
+
+
+def test_every_public_function_has_a_bad_input_case():
+    import inspect
+
+    public = {n for n in dir(T) if not n.startswith("_") and inspect.isfunction(getattr(T, n))} - {
+        "arccos_kernel",
+        "diffrax_stats",
+    }  # a kernel of rho, and a diffrax adaptor
+    assert public <= set(CASES), sorted(public - set(CASES))
