@@ -102,7 +102,7 @@ CASES = {
         (
             lambda: I.mean_field_flow(TARGET, MF, TS, samples=(jnp.ones((5, 4)), jnp.ones((5, 1)))),
             ValueError,
-            "samples[1]",
+            r"samples\[1\]",
         ),
     ],
     "load_sweep": [(lambda: I.load_sweep("/nonexistent/sweep"), ValueError, "`out`")],
