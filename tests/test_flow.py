@@ -44,6 +44,7 @@ def test_conservation_law(init):
     np.testing.assert_allclose(sol.trajectory.a[-1], sol.model.a)
 
 
+@pytest.mark.slow  # the main job's --quick run checks the same in the default run
 def test_flow_matches_algorithm_1_at_alpha_1e30():
     keys = jax.random.split(jax.random.PRNGKey(0), 6)
     X, y, model = jax.vmap(lambda k: _instance(k, 8, 16, 1e-30))(keys)
@@ -123,7 +124,7 @@ def _plain_gd_losses(X, y, model, eta, checkpoints, every):
     return jax.jit(lambda m: jax.lax.scan(checkpoint, m, None, length=checkpoints)[1])(model)
 
 
-@pytest.mark.parametrize("alpha, eta, agrees", [(1e-8, 0.01, True), (1e-30, 0.05, False)])
+@pytest.mark.parametrize("alpha, eta, agrees", [(1e-8, 0.02, True), (1e-30, 0.05, False)])
 def test_which_dynamics_the_orthonormal_flow_integrates(alpha, eta, agrees):
     # The flow integrates the idealized dynamics of exactly orthonormal inputs. The flow of a
     # given X differs once max |X X^T - I| is not far below alpha: coupled frozen components

@@ -47,8 +47,6 @@ def test_bad_inputs_and_throw():
     with pytest.raises(ValueError, match="activation"):
         mean_field_flow(target, MeanFieldNet(jnp.ones((3, 4)), "relu"), ts)
     net = mean_field_init(5, 4, key=jax.random.PRNGKey(0))
-    short = mean_field_flow(target, net, jnp.array([0.0, 50.0]), max_steps=2)
-    assert short.result == RESULTS.max_steps_reached
     with pytest.raises(Exception, match="maximum number"):
         mean_field_flow(target, net, jnp.array([0.0, 50.0]), max_steps=2, throw=True)
 

@@ -24,7 +24,7 @@ def test_population_loss_against_monte_carlo(name):
     d, r, m = 10, 3, 16
     target = standard_target(r, d, name)
     net = MeanFieldNet(2.0 * mean_field_init(m, d, key=jax.random.PRNGKey(0)).W, name)
-    X = jax.random.normal(jax.random.PRNGKey(1), (400_000, d))
+    X = jax.random.normal(jax.random.PRNGKey(1), (200_000, d))
     r2 = 0.5 * (net.predict(X) - target.predict(X)) ** 2
     mc, se = float(jnp.mean(r2)), float(jnp.std(r2)) / math.sqrt(X.shape[0])
     assert abs(float(population_loss(net, target)) - mc) < 4 * se

@@ -57,6 +57,7 @@ def test_lotka_volterra_fixed_point_and_paper_form():
     np.testing.assert_allclose(mass_ratio(jnp.array([1.0, 0.5]), c0=1.0, c2=1.0, r=1, d=3), 0.5)
 
 
+@pytest.mark.slow
 def test_lotka_volterra_against_the_simulation_in_the_degree_2_stage():
     d, r, m, lam = 20, 4, 200, 0.2
     target = standard_target(r, d)

@@ -189,9 +189,10 @@ class StageTimes(Solution):
     horizon), with the `result` and `stats` of the ODE solves behind them (the first failure,
     and the steps of both solves added).
 
-    >>> st = stage_times(activation="abs", r=8, d=40, m=20, weight_decay=0.4)
-    >>> bool(st.ok), int(st.stats["num_steps"]) > 0
-    (True, True)
+    >>> st = StageTimes(tau_0=jnp.asarray(1.0), tau_2=jnp.asarray(5.0), tau_4=jnp.asarray(jnp.inf),
+    ...                 result=RESULTS.successful, stats={"num_steps": jnp.asarray(10)})
+    >>> bool(st.ok), float(st.tau_4)  # tau_4 past the horizon
+    (True, inf)
     """
 
     tau_0: Float[Array, ""]
