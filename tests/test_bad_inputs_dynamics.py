@@ -3,7 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
+from helpers import bad_input_test, public_functions, table_rows
 
 import dynamics as D
 
@@ -139,23 +139,11 @@ MODULES = {
     ],
 }
 
-ROWS = [
-    (f"{name}[{i}]", *case)
-    for name, cases in (CASES | MODULES).items()
-    for i, case in enumerate(cases)
-]
-
-
-@pytest.mark.parametrize("label, call, error, fragment", ROWS, ids=[r[0] for r in ROWS])
-def test_bad_input_is_refused_with_a_message_naming_it(label, call, error, fragment):
-    with pytest.raises(error, match=fragment):
-        call()
+test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES | MODULES))
 
 
 def test_every_public_function_has_a_bad_input_case():
-    import inspect
-
-    public = {n for n in dir(D) if not n.startswith("_") and inspect.isfunction(getattr(D, n))}
+    public = public_functions(D)
     assert public <= set(CASES), sorted(public - set(CASES))
 
 

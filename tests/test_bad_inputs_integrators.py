@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import bad_input_test, public_functions, table_rows
 
 import integrators as I
 from dynamics import LeakyReLUNet, MeanFieldNet, TwoLayerReLU, standard_target
@@ -114,19 +115,11 @@ CASES = {
     ],
 }
 
-ROWS = [(f"{name}[{i}]", *case) for name, cases in CASES.items() for i, case in enumerate(cases)]
-
-
-@pytest.mark.parametrize("label, call, error, fragment", ROWS, ids=[r[0] for r in ROWS])
-def test_bad_input_is_refused_with_a_message_naming_it(label, call, error, fragment):
-    with pytest.raises(error, match=fragment):
-        call()
+test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES))
 
 
 def test_every_public_function_has_a_bad_input_case():
-    import inspect
-
-    public = {n for n in dir(I) if not n.startswith("_") and inspect.isfunction(getattr(I, n))}
+    public = public_functions(I)
     assert public <= set(CASES), sorted(public - set(CASES))
 
 

@@ -2,6 +2,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import orthogonal_instance
 
 from dynamics import (
     balanced_init,
@@ -14,11 +15,7 @@ from dynamics import (
 from integrators import RESULTS, orthogonal_flow
 from theory import crossing_times, saddle_jumps
 
-
-def _instance(key, n, m, alpha, d=None):
-    kx, kw = jax.random.split(key)
-    X, y = orthogonal_data(n, d, key=kx)
-    return X, y, balanced_init(m, X.shape[1], alpha, key=kw)
+_instance = orthogonal_instance
 
 
 def _balance(model):

@@ -2,8 +2,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import orthogonal_instance
 
-from dynamics import TwoLayerReLU, balanced_init, he_uniform_init, orthogonal_data
+from dynamics import TwoLayerReLU, he_uniform_init, orthogonal_data
 from integrators import (
     RESULTS,
     checkpoint_steps,
@@ -12,11 +13,7 @@ from integrators import (
     stable_gradient_descent,
 )
 
-
-def _instance(key, n, m, alpha, d=None):
-    kx, kw = jax.random.split(key)
-    X, y = orthogonal_data(n, d, key=kx)
-    return X, y, balanced_init(m, X.shape[1], alpha, key=kw)
+_instance = orthogonal_instance
 
 
 def test_gradient_descent_follows_the_flow_at_small_step():
