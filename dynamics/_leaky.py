@@ -27,7 +27,7 @@ def leaky_relu(z, gamma):
     >>> leaky_relu(jnp.array([-2.0, 3.0]), 0.5).tolist()
     [-1.0, 3.0]
     """
-    check_gamma(gamma)
+    gamma = check_gamma(gamma)
     return jnp.maximum(z, gamma * z)
 
 

@@ -47,6 +47,7 @@ from theory.checks import (
     check_finite,
     check_orthonormal_rows,
     check_shape,
+    check_solver_options,
     check_time_grid,
     check_time_scale,
     inexact,
@@ -203,6 +204,8 @@ def orthogonal_flow(
     X = check_orthonormal_rows("X", X)
     ts = check_time_grid("ts", ts, dtype)
     tau = check_time_scale(time_scale, dtype)
+    max_steps = check_solver_options(rtol, atol, max_steps)
+    model = TwoLayerReLU(check_finite("model.a", model.a), check_finite("model.W", model.W))
     state0, v_frozen = _initial_state(model, X)
     w_perp = model.W - (model.W @ X.T) @ X
     frame = _Frame(X, y, tau, v_frozen, w_perp)

@@ -12,8 +12,10 @@ from theory.checks import (
     check_finite,
     check_orthonormal_rows,
     check_positive,
+    check_positive_int,
     check_representable,
     check_shape,
+    check_value,
     inexact,
 )
 
@@ -108,8 +110,12 @@ def gradient_descent(
     targets = checkpoint_steps(max_steps, num_checkpoints)
     X = check_orthonormal_rows("X", check_finite("X", inexact(X, model.a.dtype)))
     y = check_finite("y", inexact(y, model.a.dtype))
-    check_positive("tol", tol, allow_zero=True)
-    eta = jnp.asarray(check_positive("learning_rate", learning_rate), model.a.dtype)
+    tol = check_positive("tol", tol, allow_zero=True, scalar=True)
+    max_loss = check_value(
+        max_loss, jnp.asarray(max_loss) >= 0, f"`max_loss` must be >= 0 (inf: none), got {max_loss}"
+    )
+    a0 = check_finite("model.a", model.a)
+    eta = jnp.asarray(check_positive("learning_rate", learning_rate, scalar=True), model.a.dtype)
     optimizer = optax.sgd(eta)
     value_and_grad = jax.value_and_grad(_basis_loss)
 
@@ -126,8 +132,8 @@ def gradient_descent(
         )
         return carry, carry[3]
 
-    V0 = model.W @ X.T
-    params0 = (model.a, V0)
+    V0 = check_finite("model.W", model.W) @ X.T
+    params0 = (a0, V0)
     loss0, grad0 = value_and_grad(params0, y)
     carry0 = (params0, optimizer.init(params0), jnp.zeros((), jnp.int32), loss0, grad0)
     ((a, V), _, step, loss, _), losses = jax.lax.scan(run_to, carry0, jnp.asarray(targets))
@@ -178,6 +184,8 @@ def stable_gradient_descent(
     """
     if kernel_max is None:
         kernel_max = tangent_kernel_max(model, X)
+    kernel_max = check_positive("kernel_max", kernel_max, scalar=True)  # 0 at a flat saddle
+    halvings = check_positive_int("halvings", halvings, minimum=0)
     eta0 = 1.0 / kernel_max
     loss0 = square_loss(model, X, y)
 

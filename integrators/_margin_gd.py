@@ -84,10 +84,13 @@ def margin_gradient_descent(
     targets = checkpoint_steps(max_steps, num_checkpoints)
     y = check_plus_minus_one("y", y)
     X = check_finite("X", inexact(X, model.W.dtype))
+    model = LeakyReLUNet(
+        check_finite("model.W", model.W), check_finite("model.a", model.a), model.gamma
+    )
     a, gamma = model.a, model.gamma
     gram = X @ X.T
     P0 = model.W @ X.T
-    eta = jnp.asarray(check_positive("learning_rate", learning_rate), model.W.dtype)
+    eta = jnp.asarray(check_positive("learning_rate", learning_rate, scalar=True), model.W.dtype)
 
     def margins_of(P):
         return y * (a @ leaky_relu(P, gamma))  # y_i f(x_i) from the pre-activations

@@ -22,9 +22,11 @@ from dynamics import MeanFieldNet, MultiIndexTarget, observables, population_los
 from theory import RESULTS, Solution, diffrax_stats
 from theory.checks import (
     check_activation,
+    check_finite,
     check_positive,
     check_positive_int,
     check_shape,
+    check_solver_options,
     check_time_grid,
 )
 
@@ -130,12 +132,18 @@ def mean_field_flow(
     smooth = samples is None
     rtol = (1e-6 if smooth else 1e-4) if rtol is None else rtol
     atol = (1e-8 if smooth else 1e-6) if atol is None else atol
-    lam = jnp.asarray(check_positive("weight_decay", weight_decay, allow_zero=True), W0.dtype)
+    lam = check_positive("weight_decay", weight_decay, allow_zero=True, scalar=True)
+    lam = jnp.asarray(lam, W0.dtype)
+    W0 = check_finite("model.W", W0)
+    if rtol is not None or atol is not None:
+        check_solver_options(1e-6 if rtol is None else rtol, 0.0 if atol is None else atol, 1)
+    max_steps = check_positive_int("max_steps", max_steps)
     ts = check_time_grid("ts", ts, W0.dtype)
     if samples is not None:
         X, y = samples
         check_shape("samples[0]", X, (None, d))
         check_shape("samples[1]", y, (jnp.shape(X)[0],))
+        samples = (check_finite("samples[0]", X), check_finite("samples[1]", y))
     activation = model.activation
     if samples is None:
 

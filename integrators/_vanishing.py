@@ -53,6 +53,7 @@ from theory.checks import (
     check_finite,
     check_plus_minus_one,
     check_shape,
+    check_solver_options,
     check_time_grid,
     check_time_scale,
     inexact,
@@ -197,6 +198,7 @@ def vanishing_flow(
     dtype = jnp.result_type(jnp.asarray(directions), jnp.asarray(y), jnp.float32)
     signs = jnp.asarray(check_plus_minus_one("signs", signs), dtype)
     tau = check_time_scale(time_scale, dtype)
+    max_steps = check_solver_options(rtol, atol, max_steps)
     directions = check_finite("directions", inexact(directions, dtype))
     y = check_finite("y", inexact(y, dtype))
     ts = check_time_grid("ts", ts, dtype)

@@ -139,6 +139,9 @@ MODULES = {
     ],
 }
 
+CASES["leaky_relu"] += [(lambda: jax.jit(D.leaky_relu)(jnp.ones(2), 1.5), Exception, "gamma")]
+
+
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES | MODULES))
 
 
@@ -156,5 +159,7 @@ def test_degenerate_but_valid_inputs_work():
     assert np.isfinite(float(D.population_loss(zero_row, TARGET)))
     obs = D.observables(zero_row, TARGET)
     assert np.all(np.isfinite(np.asarray(obs.alignment)))
+    # NumPy integers, also 0-d arrays, are sizes like Python integers
+    assert D.balanced_init(np.array(3), np.int64(2), 0.5, key=KEY).W.shape == (3, 2)
     # integer parameters are converted, not kept as integers
     assert D.TwoLayerReLU(jnp.array([1, -1]), jnp.eye(2, dtype=int)).a.dtype.kind == "f"

@@ -115,6 +115,52 @@ CASES = {
     ],
 }
 
+CASES["orthogonal_flow"] += [
+    (lambda: I.orthogonal_flow(X2, Y2, NET, TS, rtol=-1e-7), ValueError, "rtol"),
+    (lambda: I.orthogonal_flow(X2, Y2, NET, TS, max_steps=0), ValueError, "max_steps"),
+    (lambda: I.orthogonal_flow(X2, Y2, NET, TS, time_scale=jnp.ones(2)), ValueError, "time_scale"),
+    (
+        lambda: I.orthogonal_flow(X2, Y2, TwoLayerReLU(jnp.array([NAN, 0.1]), X2), TS),
+        ValueError,
+        "model.a",
+    ),
+]
+CASES["vanishing_flow"] += [
+    (
+        lambda: I.vanishing_flow(ONE, ONE, jnp.ones((1, 1)), TS, time_scale=10.0, rtol=-1.0),
+        ValueError,
+        "rtol",
+    )
+]
+CASES["gradient_descent"] += [
+    (
+        lambda: I.gradient_descent(X2, Y2, NET, learning_rate=0.5, max_loss=NAN),
+        ValueError,
+        "max_loss",
+    ),
+    (
+        lambda: I.gradient_descent(X2, Y2, NET, learning_rate=jnp.array([0.5, 0.1])),
+        ValueError,
+        "learning_rate",
+    ),
+]
+CASES["stable_gradient_descent"] += [
+    (
+        lambda: I.stable_gradient_descent(X2, Y2, TwoLayerReLU(jnp.zeros(2), jnp.zeros((2, 2)))),
+        ValueError,
+        "kernel_max",
+    )
+]
+CASES["mean_field_flow"] += [
+    (lambda: I.mean_field_flow(TARGET, MF, TS, rtol=-1.0), ValueError, "rtol"),
+    (
+        lambda: I.mean_field_flow(TARGET, MeanFieldNet(jnp.full((2, 4), NAN)), TS),
+        ValueError,
+        "model.W",
+    ),
+]
+
+
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES))
 
 

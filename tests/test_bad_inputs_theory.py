@@ -1,5 +1,6 @@
 """Bad input to every public function of `theory`: (call, exception, message fragment)."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from helpers import bad_input_test, public_functions, table_rows
@@ -41,6 +42,9 @@ CASES = {
     "max_margin": [
         (lambda: T.max_margin(X2, A2, A2, 1.5), ValueError, "gamma"),
         (lambda: T.max_margin(X2, A2, A2, np.float32(1.5)), ValueError, "gamma"),
+        (lambda: T.max_margin(X2, A2, A2, jnp.array([0.5])), ValueError, "gamma"),
+        (lambda: jax.jit(lambda g: T.max_margin(X2, A2, A2, g).W)(1.5), Exception, "gamma"),
+        (lambda: T.max_margin(X2, A2, A2, 0.5, tol=-1.0), ValueError, "tol"),
         (lambda: T.max_margin(X2, 2 * A2, A2, 0.5), ValueError, "`y` must take"),
         (lambda: T.max_margin(X2, A2[:, None], A2, 0.5), ValueError, "`y`"),
         (
@@ -153,6 +157,37 @@ CASES = {
         (lambda: T.weight_decay_plateaus("swish", 2, 0.1), ValueError, "swish_even")
     ],
 }
+
+_LV = dict(c0=1.0, c2=1.0, r=1, d=2, weight_decay=0.0)
+_ST = dict(activation="abs", r=2, d=4, m=4, weight_decay=0.1)
+CASES["lotka_volterra"] += [
+    (
+        lambda: T.lotka_volterra(
+            jnp.ones(2), jnp.arange(2.0), **_LV | {"weight_decay": jnp.array(-1.0)}
+        ),
+        ValueError,
+        "weight_decay",
+    ),
+    (
+        lambda: T.lotka_volterra(jnp.ones(2), jnp.arange(2.0), **_LV | {"r": 5, "d": 4}),
+        ValueError,
+        "`d`",
+    ),
+]
+CASES["mass_ode"] += [
+    (
+        lambda: T.mass_ode(1.0, jnp.arange(2.0), c0=1.0, r=1, weight_decay=2.0),
+        ValueError,
+        "equilibrium",
+    )
+]
+CASES["stage_times"] += [
+    (lambda: T.stage_times(**_ST, alpha0=5.0), ValueError, "alpha0"),
+    (lambda: T.stage_times(**_ST | {"weight_decay": 100.0}), ValueError, "equilibrium"),
+    (lambda: T.stage_times(**_ST, eta=1.5), ValueError, "eta"),
+]
+CASES["coverage_width"] += [(lambda: T.coverage_width(2.5), Exception, "")]
+
 
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES))
 

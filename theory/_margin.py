@@ -34,6 +34,7 @@ from .checks import (
     check_positive_int,
     check_shape,
     check_value,
+    inexact,
 )
 
 
@@ -110,8 +111,7 @@ def _check(X, y, a, gamma, pattern):
     check_shape("a", a, (None,))
     if pattern is not None:
         check_shape("pattern", pattern, (jnp.shape(a)[0], n))
-    check_gamma(gamma)
-    return check_plus_minus_one("y", y)
+    return check_plus_minus_one("y", y), check_gamma(gamma)
 
 
 def max_margin(
@@ -142,7 +142,12 @@ def max_margin(
     >>> bool(mm.ok), round(float(mm.norm), 6), bool(mm.relative_gap < 1e-12)
     (True, 1.0, True)
     """
-    y = _check(X, y, a, gamma, pattern)
+    y, gamma = _check(X, y, a, gamma, pattern)
+    X = inexact(X)
+    if pattern is not None and jnp.asarray(pattern).dtype != bool:
+        raise ValueError(f"`pattern` must be boolean, got {jnp.asarray(pattern).dtype}")
+    if tol is not None:
+        check_positive("tol", tol)
     if pattern is None:
         pattern = (a[:, None] * y[None, :]) > 0
     return _max_margin(X, y, a, jnp.asarray(gamma, X.dtype), pattern, tol).raise_if_failed(throw)

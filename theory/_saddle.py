@@ -35,7 +35,9 @@ from .checks import (
     check_shape,
     check_time_grid,
     check_time_scale,
+    check_value,
     inexact,
+    is_concrete,
 )
 
 
@@ -275,16 +277,19 @@ def coverage_width(n, delta=1e-4):
     A sample misses one random neuron's support (<u, x_i> > 0 and s y_i > 0, probability 1/4)
     with probability 3/4, so a union bound gives P(some sample uncovered) <= n (3/4)^m.
     With delta = 1e-4 this is the paper's m = ceil(ln(1e4 n) / ln(4/3)); n = 32 gives 45.
-    Returns a Python int for Python inputs, a JAX integer array otherwise.
+    Returns a Python int for concrete inputs (Python and NumPy numbers, arrays), a JAX
+    integer array under `jit`.
 
     >>> coverage_width(32)
     45
     """
-    if isinstance(n, int | np.integer) and isinstance(delta, float | int | np.floating):
+    if is_concrete(n) and is_concrete(delta):
         n = check_positive_int("n", n)
-        if not 0 < delta < 1:
+        if not 0 < float(np.asarray(delta)) < 1:
             raise ValueError(f"`delta` must lie in (0, 1), got {delta}")
         return math.ceil(math.log(n / delta) / math.log(4 / 3) - 1e-12)
+    ok = (jnp.asarray(n) >= 1) & (jnp.asarray(delta) > 0) & (jnp.asarray(delta) < 1)
+    n = check_value(jnp.asarray(n), ok, "`n` must be >= 1 and `delta` in (0, 1)")
     return jnp.ceil(jnp.log(n / delta) / jnp.log(4.0 / 3.0) - 1e-12).astype(int)
 
 

@@ -78,9 +78,18 @@ def mass_equilibrium(c0, r, weight_decay):
     >>> mass_equilibrium(1.0, 4, 2.0)
     3.0
     """
-    check_positive("c0", c0)
-    check_positive("weight_decay", weight_decay, allow_zero=True)
+    c0 = check_positive("c0", c0)
+    weight_decay = check_positive("weight_decay", weight_decay, allow_zero=True)
     return r - weight_decay / (2.0 * c0**2)
+
+
+def _positive_equilibrium(c0, r, weight_decay):
+    K = mass_equilibrium(c0, r, weight_decay)
+    message = (
+        "the mass equilibrium r - weight_decay / (2 c_0^2) must be > 0 (the weight decay "
+        f"outweighs the target's mean), got r = {r}, weight_decay = {weight_decay}"
+    )
+    return check_value(K, jnp.asarray(K) > 0, message)
 
 
 def mass_ode(alpha0, ts: Float[Array, " T"], *, c0, r, weight_decay) -> Float[Array, " T"]:
@@ -91,7 +100,7 @@ def mass_ode(alpha0, ts: Float[Array, " T"], *, c0, r, weight_decay) -> Float[Ar
     [1.0, 3.0]
     """  # noqa: E501
     alpha0 = check_positive("alpha0", alpha0)
-    K = mass_equilibrium(c0, r, weight_decay)
+    K = _positive_equilibrium(c0, r, weight_decay)
     return K / (1.0 + (K / alpha0 - 1.0) * jnp.exp(-4.0 * c0**2 * K * ts))
 
 
@@ -132,6 +141,9 @@ def lotka_volterra(
     >>> bool(sol.ok), [round(v, 2) for v in sol.ys[-1].tolist()]
     (True, [1.0, 0.0])
     """
+    r = check_positive_int("r", r)
+    d = check_positive_int("d", d, minimum=r)
+    weight_decay = check_positive("weight_decay", weight_decay, allow_zero=True, scalar=True)
     args = (c0, c2, r, d, weight_decay, jnp.asarray(1.0 if corrected else 0.0))
     ts = check_time_grid("ts", ts)
     check_shape("beta0", beta0, (2,))
@@ -232,7 +244,22 @@ def stage_times(
     m = check_positive_int("m", m)
     c = hermite_coefficients(activation, 2)
     c0, c2 = c[0], c[2]
-    K = mass_equilibrium(c0, r, weight_decay)
+    K = _positive_equilibrium(c0, r, weight_decay)
+    for name, value in (("eta", eta), ("eps", eps)):
+        check_value(
+            value,
+            (np.asarray(value) > 0) & (np.asarray(value) < 1),
+            f"`{name}` must lie in (0, 1), got {value}",
+        )
+    alpha0 = check_positive("alpha0", alpha0)
+    alpha0 = check_value(
+        alpha0,
+        jnp.asarray(alpha0) < K,
+        "stage 0 grows the mass from `alpha0` to the equilibrium r - weight_decay / (2 c_0^2): "
+        f"`alpha0` must be below it, got {alpha0}",
+    )
+    horizon = check_positive("horizon", horizon)
+    points = check_positive_int("points", points, minimum=2)
     target = alpha0 + (1.0 - eta) * (K - alpha0)
     tau0 = jnp.log((K / alpha0 - 1.0) / (K / target - 1.0)) / (4.0 * c0**2 * K)
     ts = jnp.linspace(0.0, horizon, points)

@@ -35,6 +35,7 @@ __all__ = [
     "check_time_grid",
     "inexact",
     "check_label_noise",
+    "check_solver_options",
 ]
 
 # the activations themselves, and the even parts (sigma(z) + sigma(-z)) / 2 that the multi-index
@@ -135,6 +136,7 @@ def check_time_scale(time_scale, dtype=None):
     Traceback (most recent call last):
     ValueError: `time_scale` must be finite and > 0, got -1
     """
+    check_shape("time_scale", time_scale, ())  # one clock: vmap over seeds for several
     tau = jnp.asarray(time_scale, dtype)
     xp = _xp(time_scale)
     ok = xp.isfinite(xp.asarray(time_scale)) & (xp.asarray(time_scale) > 0)
@@ -195,16 +197,20 @@ def check_plus_minus_one(name: str, x):
     return check_value(x, ok, f"`{name}` must take values in {{-1, +1}}{given}")
 
 
-def check_gamma(gamma) -> None:
-    """The leaky-ReLU slope must lie in (0, 1) (`ValueError`; traced values are not checked).
+def check_gamma(gamma):
+    """The leaky-ReLU slope: a number in (0, 1) (`ValueError`; `eqx.error_if` when traced).
+    Returns it.
 
     >>> check_gamma(0.1)
+    0.1
     >>> check_gamma(1.5)
     Traceback (most recent call last):
     ValueError: `gamma` must lie in (0, 1), got 1.5
     """
-    if is_concrete(gamma) and np.ndim(gamma) == 0 and not 0.0 < float(np.asarray(gamma)) < 1.0:
-        raise ValueError(f"`gamma` must lie in (0, 1), got {_shown(gamma)}")
+    check_shape("gamma", gamma, ())
+    xp = _xp(gamma)
+    v = xp.asarray(gamma)
+    return check_value(gamma, (v > 0) & (v < 1), f"`gamma` must lie in (0, 1), got {_shown(gamma)}")
 
 
 def check_activation(activation: str, expected: str | None = None, even: bool = False) -> None:
@@ -238,9 +244,11 @@ def check_positive_int(name: str, value, minimum: int = 1) -> int:
     Traceback (most recent call last):
     ValueError: `n` must be an integer >= 1, got 2.5
     """
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    if is_concrete(value) and not isinstance(value, bool) and np.ndim(value) == 0:
+        a = np.asarray(value)
+        if np.issubdtype(a.dtype, np.integer) and a >= minimum:  # 0-d integer arrays too
+            return int(a)
+    raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
 
 
 def inexact(x, dtype=None):
@@ -269,14 +277,16 @@ def check_finite(name: str, x):
     return check_value(x, ~xp.any(bad), f"`{name}` must be finite, got {count}")
 
 
-def check_positive(name: str, x, *, allow_zero: bool = False):
-    """A finite number (or array of them) > 0 (>= 0 with `allow_zero`); Python and NumPy
-    numbers, 0-d arrays and traced values alike. Returns `x`.
+def check_positive(name: str, x, *, allow_zero: bool = False, scalar: bool = False):
+    """A finite number (or array of them; one number with `scalar=True`) > 0 (>= 0 with
+    `allow_zero`); Python and NumPy numbers, 0-d arrays and traced values alike. Returns `x`.
 
     >>> check_positive("learning_rate", np.float32(-0.5))
     Traceback (most recent call last):
     ValueError: `learning_rate` must be finite and > 0, got -0.5
     """
+    if scalar:
+        check_shape(name, x, ())
     xp = _xp(x)
     v = xp.asarray(x)
     ok = xp.isfinite(v) & ((v >= 0) if allow_zero else (v > 0))
@@ -317,3 +327,17 @@ def check_label_noise(label_noise):
     return check_value(
         label_noise, ok, f"`label_noise` must lie in [0, 1/2), got {_shown(label_noise)}"
     )
+
+
+def check_solver_options(rtol, atol, max_steps) -> int:
+    """Tolerances of an adaptive solve: finite rtol > 0 and atol >= 0 (a negative rtol makes
+    every step look accurate, so a wrong answer would come back as a success), and a step
+    budget max_steps >= 1. Returns max_steps as an int.
+
+    >>> check_solver_options(-1e-7, 1e-7, 100)
+    Traceback (most recent call last):
+    ValueError: `rtol` must be finite and > 0, got -1e-07
+    """
+    check_positive("rtol", rtol, scalar=True)
+    check_positive("atol", atol, allow_zero=True, scalar=True)
+    return check_positive_int("max_steps", max_steps)
