@@ -104,6 +104,8 @@ def margin_loss(margins: Float[Array, " n"], loss: str = "exponential") -> Float
     """
     check_margin_loss(loss)
     check_shape("margins", margins, (None,))
+    if jnp.shape(margins)[0] == 0:
+        raise ValueError("`margins` must hold at least one sample, got none")
     if loss == "exponential":
         return jnp.exp(log_margin_loss(margins))
     return jnp.mean(jnp.logaddexp(0.0, -margins))
@@ -117,6 +119,8 @@ def log_margin_loss(margins: Float[Array, " n"], loss: str = "exponential") -> F
     """
     check_margin_loss(loss)
     check_shape("margins", margins, (None,))
+    if jnp.shape(margins)[0] == 0:
+        raise ValueError("`margins` must hold at least one sample, got none")
     n = margins.shape[0]
     if loss == "exponential":
         return jax.nn.logsumexp(-margins) - jnp.log(n)

@@ -101,6 +101,8 @@ def square_loss(
     1.0
     """
     check_shape("y", y, (jnp.shape(X)[0],))
+    if jnp.shape(X)[0] == 0:
+        raise ValueError("`X` must hold at least one sample, got none")
     r = model.predict(X) - y
     return 0.5 * jnp.mean(r * r)
 

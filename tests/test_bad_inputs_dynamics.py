@@ -142,6 +142,15 @@ MODULES = {
 CASES["leaky_relu"] += [(lambda: jax.jit(D.leaky_relu)(jnp.ones(2), 1.5), Exception, "gamma")]
 
 
+CASES["margin_loss"] += [(lambda: D.margin_loss(jnp.zeros(0)), ValueError, "at least one")]
+CASES["square_loss"] += [
+    (lambda: D.square_loss(NET2, jnp.zeros((0, 2)), jnp.zeros(0)), ValueError, "at least one")
+]
+CASES["signs_and_directions"] += [
+    (lambda: D.signs_and_directions(NET2, jnp.zeros((0, 2))), ValueError, "at least one row")
+]
+
+
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES | MODULES))
 
 

@@ -189,6 +189,12 @@ CASES["stage_times"] += [
 CASES["coverage_width"] += [(lambda: T.coverage_width(2.5), Exception, "")]
 
 
+CASES["mixture_test_error"] += [
+    (lambda: T.mixture_test_error(jnp.zeros((2, 2)), A2, jnp.ones(2)), ValueError, "nonzero")
+]
+CASES["bayes_error"] += [(lambda: T.bayes_error(-1.0), ValueError, "signal")]
+
+
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES))
 
 

@@ -280,6 +280,8 @@ def mixture_test_error(
     if cov is not None:
         check_shape("cov", cov, (jnp.shape(W)[-1], jnp.shape(W)[-1]))
     spread = noise_scale * jnp.linalg.norm(v) if cov is None else jnp.sqrt(v @ cov @ v)
+    message = "the net's effective direction sum_j a_j w_j must be nonzero (with `cov` PSD)"
+    spread = check_value(spread, spread > 0, message)
     clean = _normal.cdf(-(v @ mu) / spread)
     return label_noise + (1.0 - 2.0 * label_noise) * clean
 
@@ -310,6 +312,7 @@ def bayes_error(signal, noise_scale=1.0, label_noise=0.0):
     """
     label_noise = check_label_noise(label_noise)
     noise_scale = check_positive("noise_scale", noise_scale)
+    signal = check_positive("signal", signal, allow_zero=True)  # ||mu||, a norm
     if isinstance(signal, float | int) and isinstance(noise_scale, float | int):
         clean = 0.5 * math.erfc(signal / noise_scale / math.sqrt(2.0))
         return label_noise + (1.0 - 2.0 * label_noise) * clean

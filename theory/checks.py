@@ -149,6 +149,8 @@ def check_orthonormal_rows(name: str, X, atol: float = 1e-6):
     >>> X = check_orthonormal_rows("X", jnp.eye(2, 3))
     """
     n = jnp.shape(X)[0]
+    if n == 0:
+        raise ValueError(f"`{name}` must hold at least one row, got shape {jnp.shape(X)}")
     gram = X @ X.T
     err = jnp.max(jnp.abs(gram - jnp.eye(n, dtype=gram.dtype)))
     given = f", got max |X X^T - I| = {_shown(err)}" if is_concrete(err) else ""
