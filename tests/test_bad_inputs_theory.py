@@ -186,7 +186,7 @@ CASES["stage_times"] += [
     (lambda: T.stage_times(**_ST | {"weight_decay": 100.0}), ValueError, "equilibrium"),
     (lambda: T.stage_times(**_ST, eta=1.5), ValueError, "eta"),
 ]
-CASES["coverage_width"] += [(lambda: T.coverage_width(2.5), Exception, "")]
+CASES["coverage_width"] += [(lambda: T.coverage_width(2.5), ValueError, "`n` must be an integer")]
 
 
 CASES["mixture_test_error"] += [
