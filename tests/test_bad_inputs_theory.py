@@ -195,6 +195,22 @@ CASES["mixture_test_error"] += [
 CASES["bayes_error"] += [(lambda: T.bayes_error(-1.0), ValueError, "signal")]
 
 
+CASES["saddle_jumps"] += [
+    (
+        lambda: T.saddle_jumps(jnp.zeros(0), jnp.zeros(0), jnp.zeros((0, 0))),
+        ValueError,
+        "at least one",
+    )
+]
+CASES["nnqp"] += [
+    (
+        lambda: T.nnqp(jnp.zeros((0, 0)), jnp.zeros(0), tol=1e-9, max_steps=5),
+        ValueError,
+        "at least one",
+    )
+]
+
+
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES))
 
 

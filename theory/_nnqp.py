@@ -73,6 +73,11 @@ def nnqp(G, b, *, tol, max_steps: int, throw: bool = False) -> NNQPSolution:
         raise ValueError(
             f"`G` must have shape (n, n) and `b` (n,), got {jnp.shape(G)} and {jnp.shape(b)}"
         )
+    if n == 0:
+        raise ValueError("`b` must hold at least one entry, got none")
+    dtype = jnp.result_type(jnp.asarray(G), jnp.asarray(b), float)
+    G, b = jnp.asarray(G, dtype), jnp.asarray(b, dtype)  # integer programs are converted
+    max_steps = max(1, int(max_steps))
     lam, passive, it = _active_set(G, b, tol, max_steps)
     w = b - G @ lam
     finite = jnp.all(jnp.isfinite(lam))

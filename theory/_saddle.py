@@ -125,6 +125,11 @@ def _check_inputs(y, signs, directions):
     check_shape("y", y, (None,))
     check_shape("signs", signs, (None,))
     check_shape("directions", directions, (jnp.shape(signs)[0], jnp.shape(y)[0]))
+    if 0 in jnp.shape(directions):
+        raise ValueError(
+            "need at least one neuron and one sample, got `directions` of shape "
+            f"{jnp.shape(directions)}"
+        )
     dtype = jnp.result_type(jnp.asarray(y), jnp.asarray(directions), float)
     y = check_finite("y", inexact(y, dtype))
     directions = check_finite("directions", inexact(directions, dtype))
