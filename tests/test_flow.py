@@ -121,6 +121,7 @@ def _plain_gd_losses(X, y, model, eta, checkpoints, every):
     return jax.jit(lambda m: jax.lax.scan(checkpoint, m, None, length=checkpoints)[1])(model)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("alpha, eta, agrees", [(1e-8, 0.02, True), (1e-30, 0.05, False)])
 def test_which_dynamics_the_orthonormal_flow_integrates(alpha, eta, agrees):
     # The flow integrates the idealized dynamics of exactly orthonormal inputs. The flow of a

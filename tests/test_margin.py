@@ -95,6 +95,7 @@ def test_bad_inputs_name_the_argument():
         max_margin(X, y, a, 0.1, pattern=jnp.ones((3, 6), bool))
 
 
+@pytest.mark.slow  # test_mixture checks the closed form against sampling on a smaller case
 def test_closed_form_test_error_matches_monte_carlo():
     n, d, m, gamma = 20, 100, 6, 0.2
     X, y, mu, _ = gaussian_mixture(n, d, signal=1.5, key=jax.random.PRNGKey(3))
