@@ -29,7 +29,7 @@ accepted when max |X X^T - I| <= 1e-6, and its coupling is then ignored. At smal
 flow of the given float64 X itself differs once that coupling is not far below alpha: coupled
 frozen components (v_ji <= 0, of size alpha) get pushed across the kink as the neurons grow,
 and wake samples the ideal flow never fits. Measured (n = 8, d = 12, m = 16, plain-coordinate
-GD on X against this flow, `tests/test_flow.py`): at alpha = 1e-8 a coupling of 3e-14 (and
+GD on X against this flow, `tests/test_flow.py`, slow): at alpha = 1e-8 a coupling of 3e-14 (and
 even 3e-10) changes the jump times by 0.1%, GD's own step error; at alpha = 1e-30 a coupling
 of 3e-14, or the 7e-16 of float64 rounding, brings the last loss crossing from t = 108 to
 t = 6.0 (95% earlier).
