@@ -135,9 +135,7 @@ def mean_field_flow(
     lam = check_positive("weight_decay", weight_decay, allow_zero=True, scalar=True)
     lam = jnp.asarray(lam, W0.dtype)
     W0 = check_finite("model.W", W0)
-    if rtol is not None or atol is not None:
-        check_solver_options(1e-6 if rtol is None else rtol, 0.0 if atol is None else atol, 1)
-    max_steps = check_positive_int("max_steps", max_steps)
+    max_steps = check_solver_options(rtol, atol, max_steps)
     ts = check_time_grid("ts", ts, W0.dtype)
     if samples is not None:
         X, y = samples

@@ -297,6 +297,14 @@ def _write_json(path: Path, value: dict) -> None:
     os.replace(tmp, path)
 
 
+def _chunks(fingerprint: str, index: int, point: dict, seeds: int, chunk_size: int):
+    """The chunks of one grid point: `(lo, hi, stamps)`, the stamps a valid file must carry."""
+    stamp = _point_stamp(index, point)
+    for lo in range(0, seeds, chunk_size):
+        hi = min(seeds, lo + chunk_size)
+        yield lo, hi, {"__fingerprint__": fingerprint, "__point__": stamp, "__seeds__": [lo, hi]}
+
+
 def _chunk_path(out: Path, index: int, lo: int, hi: int) -> Path:
     return out / "chunks" / f"p{index:03d}_s{lo:07d}-{hi:07d}.npz"
 
@@ -437,12 +445,9 @@ def sweep(
         zip(points, layouts, strict=True)
     ):
         point_start = time.perf_counter()
-        stamp = _point_stamp(index, point)
         result = {k: _fill((seeds, *s), d) for k, (s, d) in expected.items()}
         point_failed = []
-        for c in range(n_chunks):
-            lo, hi = c * chunk_size, min(seeds, (c + 1) * chunk_size)
-            stamps = {"__fingerprint__": fingerprint, "__point__": stamp, "__seeds__": [lo, hi]}
+        for lo, hi, stamps in _chunks(fingerprint, index, point, seeds, chunk_size):
             path = None if out is None else _chunk_path(out, index, lo, hi)
             data = None if path is None else _load_chunk(path, stamps, expected)
             data = _agree_on_loading(data, path)
@@ -530,20 +535,13 @@ def load_sweep(out: str | Path) -> SweepResult:
         raise ValueError(f"`out` must be a sweep folder with a readable sweep.json, got {out}")
     spec, chunk_size = manifest["spec"], manifest["chunk_size"]
     seeds, points = int(spec["seeds"]), spec["points"]
-    n_chunks = -(-seeds // chunk_size)
     outputs, missing, point_seconds, loaded = [], [], [], 0
     for index, (point, layout) in enumerate(zip(points, manifest["outputs"], strict=True)):
         start = time.perf_counter()
         expected = {k: (tuple(s), np.dtype(d)) for k, (s, d) in layout.items()}
         result = {k: _fill((seeds, *s), d) for k, (s, d) in expected.items()}
         absent = []
-        for c in range(n_chunks):
-            lo, hi = c * chunk_size, min(seeds, (c + 1) * chunk_size)
-            stamps = {
-                "__fingerprint__": manifest["fingerprint"],
-                "__point__": _point_stamp(index, point),
-                "__seeds__": [lo, hi],
-            }
+        for lo, hi, stamps in _chunks(manifest["fingerprint"], index, point, seeds, chunk_size):
             data = _load_chunk(_chunk_path(out, index, lo, hi), stamps, expected)
             if data is None:
                 absent.append([lo, hi])
