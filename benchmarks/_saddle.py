@@ -24,48 +24,53 @@ def time_scale(p, width):
     return p * jnp.log(10.0) + 0.5 * jnp.log(width)
 
 
-def instance(key, log10_inv_alpha, n, width):
-    """Orthonormal data and a balanced init at alpha = 10^-p / sqrt(m)."""
+def instance(key, log10_inv_alpha, n, width, labels="gaussian"):
+    """Orthonormal data (Gaussian or +-1 labels) and a balanced init at alpha = 10^-p / sqrt(m)."""
     kx, kw = jax.random.split(key)
-    X, y = orthogonal_data(n, key=kx, dtype=jnp.float64)
+    X, y = orthogonal_data(n, key=kx, dtype=jnp.float64, labels=labels)
     alpha = jnp.exp(-time_scale(log10_inv_alpha, width))
     return X, y, balanced_init(width, n, alpha, key=kw, dtype=jnp.float64)
 
 
-def limit_instance(key, n, width):
+def limit_instance(key, n, width, labels="gaussian"):
     """Labels, signs and directions of the seed of `instance` with the same key: all that the
     vanishing-init flow needs (alpha itself is never formed)."""
     kx, kw = jax.random.split(key)
-    X, y = orthogonal_data(n, key=kx, dtype=jnp.float64)
+    X, y = orthogonal_data(n, key=kx, dtype=jnp.float64, labels=labels)
     signs, directions = signs_and_directions(balanced_init(width, n, 0.5, key=kw), X)
     return y, signs, directions
 
 
 def jump_measurements(pred, ts, loss) -> dict:
-    """Algorithm 1's jumps beside the ones measured on a loss curve saved at `ts`."""
+    """Algorithm 1's jumps (and their finite-alpha prediction, where `pred` has one) beside the
+    ones measured on a loss curve saved at `ts`."""
     return {
         "predicted_times": pred.times,
+        "predicted_times_finite_alpha": pred.times_finite_alpha,
         "measured_times": crossing_times(ts, loss, pred),
         "predicted_neurons": pred.neurons,
+        "group_sizes": jnp.sum(pred.groups >= 0, axis=-1),
         "num_jumps": pred.num_jumps,
         "predicted_cost": pred.cost,
+        "predicted_cost_finite_alpha": pred.cost_finite_alpha,
+        "prediction_ok": pred.ok,
     }
 
 
-def make(key, log10_inv_alpha, n, width, rtol):
+def make(key, log10_inv_alpha, n, width, rtol, labels="gaussian"):
     """The main job's seed (`instance`)."""
-    return instance(key, log10_inv_alpha, n, width)
+    return instance(key, log10_inv_alpha, n, width, labels)
 
 
-def run(instance, log10_inv_alpha, n, width, rtol):
-    """The main job's simulation: predict with Algorithm 1, integrate the rescaled flow,
-    measure the jumps."""
+def run(instance, log10_inv_alpha, n, width, rtol, labels="gaussian"):
+    """The main job's simulation: predict with Algorithm 1 (limit and finite alpha),
+    integrate the rescaled flow, measure the jumps."""
     X, y, model = instance
     signs, directions = signs_and_directions(model, X)
-    pred = saddle_jumps(y, signs, directions)
+    tau = time_scale(log10_inv_alpha, width)
+    pred = saddle_jumps(y, signs, directions, log_inv_alpha=tau)
     t1 = pred.horizon(HORIZON)
     ts = jnp.linspace(0.0, t1, GRID)
-    tau = time_scale(log10_inv_alpha, width)
     sol = orthogonal_flow(X, y, model, ts, time_scale=tau, rtol=rtol, atol=rtol)
     return {
         **jump_measurements(pred, ts, sol.loss),
@@ -87,6 +92,7 @@ def summarize(p, o, wall) -> dict:
     """Per-alpha summary of one sweep point's outputs (jump-time and cost errors, steps)."""
     real = np.isfinite(o["predicted_times"])
     errs = np.abs(o["measured_times"] / o["predicted_times"] - 1.0)[real]
+    fin = np.abs(o["measured_times"] / o["predicted_times_finite_alpha"] - 1.0)[real]
     return {
         "log10_inv_alpha": p,
         "log_inv_alpha": float(time_scale(p, o["signs"].shape[1])),
@@ -101,5 +107,12 @@ def summarize(p, o, wall) -> dict:
         "median_cost_rel_error": float(
             np.median(np.abs(o["measured_cost"] / o["predicted_cost"] - 1.0))
         ),
+        "median_rel_error_finite_alpha": float(np.nanmedian(fin)),
+        "max_rel_error_finite_alpha": float(np.nanmax(fin)),
+        "median_cost_rel_error_finite_alpha": float(
+            np.median(np.abs(o["measured_cost"] / o["predicted_cost_finite_alpha"] - 1.0))
+        ),
+        "simultaneous_jumps": int(np.sum((o["group_sizes"] > 1) & real)),
+        "failed_predictions": int(np.sum(~o["prediction_ok"])),
         "wall_seconds": wall,
     }

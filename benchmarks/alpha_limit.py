@@ -42,9 +42,9 @@ def make(key, log10_inv_alpha, n, width, rtol):
 
 def run(instance, log10_inv_alpha, n, width, rtol):
     y, signs, directions = instance
-    pred = saddle_jumps(y, signs, directions)
-    t1 = pred.horizon(HORIZON)
     tau = _saddle.time_scale(log10_inv_alpha, width)
+    pred = saddle_jumps(y, signs, directions, log_inv_alpha=tau)
+    t1 = pred.horizon(HORIZON)
     ts = jump_time_grid(pred, t1, time_scale=tau)
     sol = vanishing_flow(y, signs, directions, ts, time_scale=tau, rtol=rtol, atol=rtol)
     curve_t = jnp.linspace(0.0, t1, CURVE)

@@ -8,9 +8,12 @@ after a kill and finished chunks are loaded from `--out`).
 
 Algorithm 1 (`theory.saddle_jumps`) predicts the jump times; measured jump k is
 the first time the simulated loss falls below the midpoint between predicted plateaus k-1
-and k. Writes `results.json` and `staircase.png` to `--out`.
+and k. Beside the alpha -> 0 limit, the finite-alpha prediction at the run's alpha
+(`saddle_jumps(..., log_inv_alpha=tau)`). `--labels sign` uses +-1 labels, where tied neurons
+jump simultaneously. Writes `results.json` and `staircase.png` to `--out`.
 
     python -m benchmarks.jump_times [--n 32] [--seeds 16] [--log10-inv-alpha 10 30 100]
+                                    [--labels gaussian|sign]
 """
 
 import numpy as np
@@ -25,7 +28,14 @@ make, run = _saddle.make, _saddle.run  # the per-seed instance and simulation
 
 
 def run_benchmark(
-    n=32, width=None, seeds=16, seed=0, log10_inv_alpha=(10, 30, 100), rtol=1e-7, out=None
+    n=32,
+    width=None,
+    seeds=16,
+    seed=0,
+    log10_inv_alpha=(10, 30, 100),
+    rtol=1e-7,
+    out=None,
+    labels="gaussian",
 ):
     """Run the comparison through `integrators.sweep` (resumable when `out` is given);
     returns the results dict (also what `results.json` holds)."""
@@ -34,14 +44,21 @@ def run_benchmark(
     m = coverage_width(n) if width is None else width
     for p in log10_inv_alpha:
         check_alpha(10.0 ** (-p) / np.sqrt(m), np.float64)
-    log(f"jump_times: n = d = {n}, m = {m}, {seeds} seeds, p = {list(log10_inv_alpha)}")
-    grid = [dict(log10_inv_alpha=p, n=n, width=m, rtol=rtol) for p in log10_inv_alpha]
+    if labels not in ("gaussian", "sign"):
+        raise ValueError(f"`labels` must be 'gaussian' or 'sign', got {labels!r}")
+    log(
+        f"jump_times: n = d = {n}, m = {m}, {seeds} seeds, p = {list(log10_inv_alpha)},"
+        f" {labels} labels"
+    )
+    grid = [
+        dict(log10_inv_alpha=p, n=n, width=m, rtol=rtol, labels=labels) for p in log10_inv_alpha
+    ]
     result, record = run_sweep(
         run,
         make=make,
         seeds=seeds,
         grid=grid,
-        static=("n", "width", "rtol"),
+        static=("n", "width", "rtol", "labels"),
         out=out,
         name="jump_times",
         config={"horizon": _saddle.HORIZON, "grid_points": _saddle.GRID},
@@ -57,6 +74,7 @@ def run_benchmark(
         summary.append(entry)
         per_seed = (
             "predicted_cost",
+            "predicted_cost_finite_alpha",
             "measured_cost",
             "min_norm_cost",
             "final_loss",
@@ -74,7 +92,9 @@ def run_benchmark(
                     "seed": s,
                     "log10_inv_alpha": p,
                     "predicted_times": o["predicted_times"][s, :k],
+                    "predicted_times_finite_alpha": o["predicted_times_finite_alpha"][s, :k],
                     "measured_times": o["measured_times"][s, :k],
+                    "group_sizes": o["group_sizes"][s, :k],
                     "predicted_neurons": o["predicted_neurons"][s, :k],
                     **{key: o[key][s] for key in per_seed},
                 }
@@ -85,6 +105,7 @@ def run_benchmark(
         "width": m,
         "seeds": seeds,
         "log10_inv_alpha": list(log10_inv_alpha),
+        "labels": labels,
         "alpha": "10^-p / sqrt(m)",
         "rtol": rtol,
         "atol": rtol,
@@ -103,14 +124,23 @@ def run_benchmark(
 
 
 def table(results: dict) -> str:
-    head = f"{'p':>6} {'median err':>11} {'max err':>9} {'cost err':>9} {'steps':>7} {'wall s':>7}"
+    head = (
+        f"{'p':>6} {'median err':>11} {'max err':>9} {'cost err':>9} {'fin. med':>9}"
+        f" {'fin. max':>9} {'fin. cost':>9} {'ties':>5} {'steps':>7} {'wall s':>7}"
+    )
     lines = [head, "-" * len(head)]
     for e in results["summary"]:
         lines.append(
             f"{e['log10_inv_alpha']:>6} {e['median_rel_error']:>11.2e} {e['max_rel_error']:>9.2e}"
-            f" {e['median_cost_rel_error']:>9.2e} {e['median_solver_steps']:>7.0f}"
-            f" {e['wall_seconds']:>7.1f}"
+            f" {e['median_cost_rel_error']:>9.2e} {e['median_rel_error_finite_alpha']:>9.2e}"
+            f" {e['max_rel_error_finite_alpha']:>9.2e}"
+            f" {e['median_cost_rel_error_finite_alpha']:>9.2e} {e['simultaneous_jumps']:>5}"
+            f" {e['median_solver_steps']:>7.0f} {e['wall_seconds']:>7.1f}"
         )
+    lines.append(
+        "errors against the alpha -> 0 limit (Algorithm 1) and against the finite-alpha"
+        " prediction (fin.); ties: simultaneous jumps of several neurons"
+    )
     lines.append(f"total wall time {results['wall_seconds']:.1f} s (compilation included)")
     return "\n".join(lines)
 
@@ -146,6 +176,9 @@ def main(argv=None) -> dict:
     p.add_argument("--width", type=int, default=None, help="neurons m (default: width rule)")
     p.add_argument("--log10-inv-alpha", type=int, nargs="+", default=[10, 30, 100])
     p.add_argument("--rtol", type=float, default=1e-7, help="solver rtol = atol")
+    p.add_argument(
+        "--labels", choices=("gaussian", "sign"), default="gaussian", help="label distribution"
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.n, args.seeds, args.log10_inv_alpha = 8, 4, [10, 30]
@@ -157,6 +190,7 @@ def main(argv=None) -> dict:
         tuple(args.log10_inv_alpha),
         args.rtol,
         out=args.out,
+        labels=args.labels,
     )
     finish(args.out, results, table(results), {"staircase.png": plot_staircase})
     return results

@@ -91,7 +91,11 @@ def test_invariants_on_random_instances(n, m):
         np.testing.assert_allclose(pl[k - 1] if k else p.initial_plateau[s], final, atol=1e-14)
         if not p.uncovered[s].any():
             assert p.cost[s] >= optimum[s] - 1e-12
-        np.testing.assert_allclose(p.cost[s], np.sum(np.asarray(p.amplitudes[s]) ** 2))
+        np.testing.assert_allclose(p.cost[s], np.sum(np.asarray(p.final_amplitudes[s]) ** 2))
+        # without shared samples the cost is Algorithm 1's sum of ||y_S||
+        norms = [np.linalg.norm(y[s][np.asarray(p.fitted[s, j])]) for j in range(k)]
+        if np.all(np.asarray(p.groups[s, :, 1]) == -1):  # no simultaneous jumps
+            np.testing.assert_allclose(p.cost[s], np.sum(norms), rtol=1e-12)
         # a neuron fires at most once, with the sign of its fitted labels
         fired = np.asarray(p.neurons[s, :k])
         assert len(set(fired.tolist())) == k

@@ -19,6 +19,7 @@ S at once, reaching a_j v_ji = y_i and, by balancedness, a_j^2 = ||v_j||^2 = ||y
 a_j = s_j sqrt(n ||D_j||). Fitted samples have r_i = 0 and drop out of every other D.
 """
 
+import functools
 import math
 
 import equinox as eqx
@@ -27,6 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
+from . import _fast_phase
+from ._solution import RESULTS, Solution
 from .checks import (
     check_finite,
     check_plus_minus_one,
@@ -41,23 +44,42 @@ from .checks import (
 )
 
 
-class SaddleJumps(eqx.Module):
-    """The limit (alpha -> 0) jump process predicted by `saddle_jumps`.
+class SaddleJumps(Solution):
+    """The jump process predicted by `saddle_jumps`: Algorithm 1's alpha -> 0 limit, with
+    simultaneous jumps resolved, and optionally its finite-alpha prediction.
 
     Every per-jump field is padded to K = min(m, n) jumps: `times` with `+inf`, `neurons` with
-    `-1`, `fitted` with `False`, `amplitudes` with `0` and `plateaus` with `nan`.
+    `-1`, `groups` with `-1`, `fitted` with `False`, `amplitudes` with `0` and `plateaus` with
+    `nan`.
 
-    - `times` (K,): rescaled jump times t_1 < t_2 < ...
-    - `neurons` (K,): the neuron that fires at each jump.
-    - `fitted` (K, n): the samples it fits.
-    - `amplitudes` (K,): its second-layer weight a_{j*} = s_{j*} ||y_S||^(1/2) after the jump.
+    - `times` (K,): rescaled jump times t_1 < t_2 < ... (the alpha -> 0 limit).
+    - `neurons` (K,): the first neuron (lowest index) of each jump's group.
+    - `groups` (K, m): every neuron that fires at jump k, ascending, padded with `-1`. With
+      +-1 labels several neurons reach ell = 0 at the same instant (ties within 1e-9 of the
+      jump time); they jump together and share the samples of overlapping supports.
+    - `fitted` (K, n): the samples the jump fits (the union of the group's unfitted supports).
+    - `amplitudes` (K,): the second-layer weight of `neurons[k]` after the jump, and
+      `final_amplitudes` (m,): every neuron's (0 for neurons that never fire). A lone neuron
+      has a = s ||y_S||^(1/2); a group's split of shared samples comes from its fast phase
+      (`theory._fast_phase`), which depends on the neurons' O(1) prefactors.
     - `plateaus` (K,): training loss 1/(2n) sum_{i unfitted} y_i^2 after each jump.
     - `initial_plateau`: the loss before the first jump, mean(y^2) / 2.
-    - `cost`: 1/2 ||theta||^2 = sum_k a_k^2 = sum_k ||y_{S_k}||_2 of the limit interpolator.
+    - `cost`: 1/2 ||theta||^2 = sum_j a_j^2 of the limit interpolator (= sum_k ||y_{S_k}||
+      without shared samples).
     - `uncovered` (n,): samples in no neuron's support; they are never fitted.
     - `num_jumps`: number of real (unpadded) jumps.
     - `rates` (K, m): d ell_j/dt = ||D_j^(k-1)|| of every neuron on the interval
       (t_{k-1}, t_k) before jump k (t_0 = 0); 0 for fired neurons and on padded rows.
+    - `tie_gaps` (K,): how far (in rescaled time) the next neuron outside the group is from
+      jumping at t_k (`inf` where none could). Below ~ n / (log(1/alpha) ||y_S||) the two
+      jumps overlap at that alpha: a near tie, whose sample sharing only the finite-alpha
+      prediction captures.
+    - `log_inv_alpha`: tau = log(1/alpha) of the finite-alpha prediction (`inf`: the limit).
+    - `times_finite_alpha` (K,), `cost_finite_alpha`: the jump times (midpoint crossings of
+      the predicted loss curve, as `crossing_times` measures a simulation) and the final cost
+      at that alpha; equal to `times` and `cost` in the limit. `curve_ts`, `curve_loss`: the
+      predicted loss curve (`None` in the limit).
+    - `result`, `stats`: the fast-phase solves' outcome and steps (`theory.Solution`).
 
     Two samples, two neurons of opposite signs: each fits its own sample.
 
@@ -68,14 +90,22 @@ class SaddleJumps(eqx.Module):
 
     times: Float[Array, " K"]
     neurons: Int[Array, " K"]
+    groups: Int[Array, "K m"]
     fitted: Bool[Array, "K n"]
     amplitudes: Float[Array, " K"]
+    final_amplitudes: Float[Array, " m"]
     plateaus: Float[Array, " K"]
     initial_plateau: Float[Array, ""]
     cost: Float[Array, ""]
     uncovered: Bool[Array, " n"]
     num_jumps: Int[Array, ""]
     rates: Float[Array, "K m"]
+    tie_gaps: Float[Array, " K"]
+    log_inv_alpha: Float[Array, ""]
+    times_finite_alpha: Float[Array, " K"]
+    cost_finite_alpha: Float[Array, ""]
+    curve_ts: Float[Array, " P"] | None = None
+    curve_loss: Float[Array, " P"] | None = None
 
     @property
     def last_time(self) -> Float[Array, ""]:
@@ -137,41 +167,80 @@ def _check_inputs(y, signs, directions):
 
 
 def saddle_jumps(
-    y: Float[Array, " n"], signs: Float[Array, " m"], directions: Float[Array, "m n"]
+    y: Float[Array, " n"],
+    signs: Float[Array, " m"],
+    directions: Float[Array, "m n"],
+    *,
+    log_inv_alpha=None,
 ) -> SaddleJumps:
-    """Predict the alpha -> 0 jump process of a balanced small initialization (Algorithm 1).
+    """Predict the jump process of a balanced small initialization (Algorithm 1), with
+    simultaneous jumps resolved, in the limit alpha -> 0 and optionally at finite alpha.
 
     At saddle k (time t_k, exponents ell_j(t_k), ell_j(0) = -1) every unfitted neuron j grows
     as ell_j(t) = ell_j(t_k) + (t - t_k) ||D_j^(k)|| with D_j^(k) = (1/n) |y_i| over the
     unfitted samples i of its support {<u_j, x_i> > 0, s_j y_i > 0}. The next jump is
 
-        j* = argmin_j -ell_j(t_k) / ||D_j^(k)||,   t_{k+1} = t_k - ell_{j*}(t_k) / ||D_{j*}^(k)||,
+        t_{k+1} = t_k + min_j -ell_j(t_k) / ||D_j^(k)||,
 
-    after which j* fits its unfitted support S (a_{j*} = s_{j*} sqrt(n ||D_{j*}^(k)||)). The
-    process stops when no unfitted neuron has a nonempty unfitted support. Times are in the
-    rescaled clock of d theta/dt = -log(1/alpha) grad L, with L = 1/(2n) sum (h - y)^2.
+    and every neuron attaining the minimum (the group; one neuron with Gaussian labels,
+    often several with +-1 labels) fires: the group fits the union S of its unfitted supports.
+    A lone neuron takes a_{j} = s_{j} sqrt(n ||D_{j}^(k)||); a group whose supports overlap
+    shares the common samples as its fast phase decides (see `theory._fast_phase`: the
+    group's own ODE from the neurons' O(1) prefactors, which Algorithm 1 as written does not
+    track; firing one tied neuron after the other overstates the cost, by 14% on some +-1-label
+    instances). The process stops when no unfitted neuron has a nonempty unfitted support.
+    Times are in the rescaled clock of d theta/dt = -log(1/alpha) grad L, with
+    L = 1/(2n) sum (h - y)^2.
 
     **Arguments:**
 
     - `y` (n,): labels.
     - `signs` (m,): second-layer signs s_j in {-1, +1}.
-    - `directions` (m, n): directions[j, i] = <u_j, x_i> (only their signs matter).
+    - `directions` (m, n): directions[j, i] = <u_j, x_i> (their signs fix the supports; their
+      values the prefactors that resolve ties and the finite-alpha corrections). A row longer
+      than 1, which no unit u_j gives, is scaled to length 1.
+    - `log_inv_alpha`: tau = log(1/alpha) > 0 for the finite-alpha prediction
+      (`times_finite_alpha`, `cost_finite_alpha`, `curve_*`): the fast-time ODE of every
+      neuron at its actual size, with closed-form plateaus, which carries Algorithm 1's
+      O(1/tau) corrections. `None` (default): the limit only.
 
     **Returns:** a `SaddleJumps`, padded to K = min(m, n) jumps. Jit-compiled; `jax.vmap` over
     a leading seed axis for batches. Bad shapes or signs raise `ValueError` (under an outer
-    `jit`, bad signs raise through `eqx.error_if`).
+    `jit`, bad signs raise through `eqx.error_if`). A failed fast-phase solve shows in
+    `result` (`ok` is False).
 
     One neuron, one sample: D = 1, so t_1 = 1, a = 1 and the cost is 1.
 
     >>> pred = saddle_jumps(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[0.3]]))
     >>> float(pred.times[0]), float(pred.cost), int(pred.num_jumps)
     (1.0, 1.0, 1)
+
+    Two tied neurons sharing sample 1 (y = 1, 1, 1): Algorithm 1 fired one after the other
+    for a cost of 1 + sqrt 2; the flow shares sample 1, here equally (sqrt 5 = 2.236):
+
+    >>> pred = saddle_jumps(jnp.ones(3), jnp.ones(2),
+    ...                     jnp.array([[0.5, 0.5, -0.7], [-0.7, 0.5, 0.5]]))
+    >>> pred.groups[0].tolist(), round(float(pred.cost), 6)
+    ([0, 1], 2.236068)
     """
-    return _saddle_jumps(*_check_inputs(y, signs, directions))
+    y, signs, directions = _check_inputs(y, signs, directions)
+    # <u_j, x_.> of a unit u_j has norm <= 1: longer rows are scaled to it (signs unchanged)
+    directions = directions / jnp.maximum(1.0, jnp.linalg.norm(directions, axis=1))[:, None]
+    base = _algorithm1(y, signs, directions)
+    concrete = all(is_concrete(x) for x in (y, signs, directions))
+    # the fast phases matter only where a group's supports overlap; skip them when none does
+    resolve = not concrete or bool(np.any(np.asarray(base["overlap"])))
+    pred = _limit(y, signs, directions, base, resolve)
+    if log_inv_alpha is None:
+        return pred
+    return _finite_alpha(pred, y, signs, directions, check_time_scale(log_inv_alpha, y.dtype))
+
+
+_TIE = 1e-9  # neurons whose waits agree to 1e-9 (relative to t) jump together
 
 
 @jax.jit
-def _saddle_jumps(y, signs, directions) -> SaddleJumps:
+def _algorithm1(y, signs, directions) -> dict:
     m, n = directions.shape
     K = min(m, n)
     support = (directions > 0) & (signs[:, None] * y[None, :] > 0)
@@ -183,29 +252,29 @@ def _saddle_jumps(y, signs, directions) -> SaddleJumps:
         rate = jnp.sqrt(jnp.sum(jnp.where(live, y2[None, :], 0.0), axis=1)) / n  # ||D_j||
         can_jump = rate > 0
         wait = jnp.where(can_jump, -ell / jnp.where(can_jump, rate, 1.0), jnp.inf)
-        j = jnp.argmin(wait)
-        jumps = can_jump[j]
-        dt = jnp.where(jumps, wait[j], 0.0)
-        t_next = t + dt
-        ell = (
-            jnp.where(jumps & ~neuron_done, ell + dt * rate, ell)
-            .at[j]
-            .set(jnp.where(jumps, 0.0, ell[j]))
-        )
-        fits = live[j] & jumps
+        dt = jnp.min(wait)
+        jumps = jnp.isfinite(dt)
+        dt = jnp.where(jumps, dt, 0.0)
+        group = can_jump & (wait <= dt + _TIE * jnp.maximum(1.0, t + dt)) & jumps
+        gap = jnp.min(jnp.where(can_jump & ~group, wait, jnp.inf)) - dt
+        ell = jnp.where(neuron_done, ell, jnp.where(group, 0.0, ell + dt * rate))
+        covered = live & group[:, None]
+        fits = jnp.any(covered, axis=0)
+        overlap = jnp.any(jnp.sum(covered, axis=0) > 1)
         sample_done = sample_done | fits
-        neuron_done = neuron_done.at[j].set(neuron_done[j] | jumps)
-        amplitude = jnp.where(jumps, signs[j] * jnp.sqrt(n * rate[j]), 0.0)
+        neuron_done = neuron_done | group
         plateau = 0.5 * jnp.sum(jnp.where(sample_done, 0.0, y2)) / n
-        out = (
-            jnp.where(jumps, t_next, jnp.inf),
-            jnp.where(jumps, j, -1),
-            fits,
-            amplitude,
-            jnp.where(jumps, plateau, jnp.nan),
-            jnp.where(jumps, rate, 0.0),
+        out = dict(
+            times=jnp.where(jumps, t + dt, jnp.inf),
+            group=group,
+            fitted=fits,
+            lone=jnp.where(group, signs * jnp.sqrt(n * rate), 0.0),
+            plateaus=jnp.where(jumps, plateau, jnp.nan),
+            rates=jnp.where(jumps, rate, 0.0),
+            tie_gaps=jnp.where(jumps, gap, jnp.inf),
+            overlap=overlap & jumps,
         )
-        return (t_next, ell, neuron_done, sample_done), out
+        return (t + dt, ell, neuron_done, sample_done), out
 
     dtype = jnp.result_type(y.dtype, directions.dtype, jnp.float32)
     init = (
@@ -214,20 +283,73 @@ def _saddle_jumps(y, signs, directions) -> SaddleJumps:
         jnp.zeros((m,), bool),
         jnp.zeros((n,), bool),
     )
-    _, (times, neurons, fitted, amplitudes, plateaus, rates) = jax.lax.scan(
-        step, init, None, length=K
-    )
+    _, out = jax.lax.scan(step, init, None, length=K)
+    out["uncovered"] = ~jnp.any(support, axis=0)
+    return out
+
+
+@functools.partial(jax.jit, static_argnums=4)
+def _limit(y, signs, directions, base, resolve) -> SaddleJumps:
+    m, n = directions.shape
+    group, real = base["group"], jnp.isfinite(base["times"])
+    lone = jnp.sum(base["lone"], axis=0)  # each neuron fires at most once
+    steps = jnp.zeros((), int)
+    result = RESULTS.successful
+    if resolve:
+        shared, result, steps = _fast_phase.limit_amplitudes(
+            y, signs, directions, group, base["fitted"], real
+        )
+        in_overlap = jnp.any(group & base["overlap"][:, None], axis=0)
+        final = jnp.where(in_overlap, shared, lone)
+    else:
+        final = lone
+    index = jnp.arange(m)
+    groups = jnp.sort(jnp.where(group, index, m), axis=1)
+    groups = jnp.where(groups < m, groups, -1)
+    neurons = groups[:, 0]
+    cost = jnp.sum(final * final)
     return SaddleJumps(
-        times=times,
+        times=base["times"],
         neurons=neurons,
-        fitted=fitted,
-        amplitudes=amplitudes,
-        plateaus=plateaus,
-        initial_plateau=0.5 * jnp.mean(y2),
-        cost=jnp.sum(amplitudes * amplitudes),
-        uncovered=~jnp.any(support, axis=0),
-        num_jumps=jnp.sum(neurons >= 0),
-        rates=rates,
+        groups=groups,
+        fitted=base["fitted"],
+        amplitudes=jnp.where(neurons >= 0, final[jnp.maximum(neurons, 0)], 0.0),
+        final_amplitudes=final,
+        plateaus=base["plateaus"],
+        initial_plateau=0.5 * jnp.mean(y * y),
+        cost=cost,
+        uncovered=base["uncovered"],
+        num_jumps=jnp.sum(real),
+        rates=base["rates"],
+        tie_gaps=base["tie_gaps"],
+        log_inv_alpha=jnp.asarray(jnp.inf, y.dtype),
+        times_finite_alpha=base["times"],
+        cost_finite_alpha=cost,
+        result=result,
+        stats={"num_steps": steps},
+    )
+
+
+@jax.jit
+def _finite_alpha(pred: SaddleJumps, y, signs, directions, tau) -> SaddleJumps:
+    ts, loss, cost, result, steps = _fast_phase.finite_alpha_curve(
+        y, signs, directions, tau, pred.horizon(2.0)
+    )
+    times = _crossings(ts, loss, pred.initial_plateau, pred.plateaus)
+    result = RESULTS.where(pred.ok, result, pred.result)
+    return eqx.tree_at(
+        lambda p: (
+            p.log_inv_alpha,
+            p.times_finite_alpha,
+            p.cost_finite_alpha,
+            p.curve_ts,
+            p.curve_loss,
+            p.result,
+            p.stats,
+        ),
+        pred,
+        (tau, times, cost, ts, loss, result, {"num_steps": pred.stats["num_steps"] + steps}),
+        is_leaf=lambda x: x is None,
     )
 
 
@@ -320,8 +442,12 @@ def crossing_times(
 
 @jax.jit
 def _crossing_times(ts, loss, prediction):
-    before = jnp.concatenate([prediction.initial_plateau[None], prediction.plateaus[:-1]])
-    levels = 0.5 * (before + prediction.plateaus)
+    return _crossings(ts, loss, prediction.initial_plateau, prediction.plateaus)
+
+
+def _crossings(ts, loss, initial_plateau, plateaus):
+    before = jnp.concatenate([initial_plateau[None], plateaus[:-1]])
+    levels = 0.5 * (before + plateaus)
     tiny = jnp.finfo(loss.dtype).tiny
     log_loss = jnp.log(jnp.maximum(loss, tiny))
 

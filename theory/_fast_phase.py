@@ -1,0 +1,254 @@
+"""The jumps' fast phases: simultaneous jumps in the alpha -> 0 limit, and finite alpha.
+
+**Fast time.** In the exponent / direction coordinates of `integrators.vanishing_flow`
+(|a_j| = ||w_j|| = e^(L_j), L_j = tau ell_j, v_j = |a_j| psi_j, orthonormal data), the
+rescaled flow written in the fast time s = tau t has no tau left in it:
+
+    dL_j/ds   = -(s_j / n) sum_i r_i relu(psi_ji),
+    dpsi_ji/ds = -(s_j r_i / n + psi_ji dL_j/ds)   where psi_ji > 0 (else 0),
+
+with r = h - y and h = sum_j s_j e^(2 L_j) relu(psi_j). A jump takes O(1) fast time; a plateau
+takes O(tau). Algorithm 1 is the outer (slow) solution; the fast phases are the inner ones.
+
+**Plateaus are solved in closed form.** While every neuron that has not fired is small
+(e^(2 L) negligible) and the residual r is constant (-y_i on unfitted samples, 0 on fitted
+ones), a small neuron's (|a|, v) is linear: with g_i = -s_j r_i / n on its live components,
+G = ||g||, g^ = g / G and b = <psi, g^>,
+
+    |a|(s) = |a|(0) ((1 + b)/2 e^(G s) + (1 - b)/2 e^(-G s)),
+
+and the components of v orthogonal to g^ stay put. So every neuron carries, besides its
+exponent, an O(1) *prefactor*: after a long plateau L_j = tau ell_j + kappa_j, with
+kappa_j += log((1 + b_j)/2) at every change of residual (at t = 0, b_j = <psi_j(0), g^_j> is the
+initial alignment). Jump times in the limit do not see kappa; which of several *tied* neurons
+takes how much of a shared sample does, and so does everything at finite alpha.
+
+**Limit (`limit_amplitudes`).** At jump k Algorithm 1 gives the group of neurons whose ell
+reaches 0 at t_k (several at once with +-1 labels, whose rates ||D_j|| only count samples). The
+group's fast phase is integrated from L_j = kappa_j - S0 (relative sizes e^(kappa_j)) with the
+neurons that have not fired beside it at zero size (they only carry kappa and psi through the
+change of residual), and fired neurons frozen (their samples stay fitted). The group's final
+sizes are its amplitudes; every other neuron's kappa is updated by the closed form above.
+
+**Finite alpha (`finite_alpha_curve`).** The same inner ODE with every neuron at its actual size
+e^(L_j), L_j(0) = -log(1/alpha): windows of fast time around each entry of a neuron into the
+nonlinear range (L > -S0), closed-form plateaus between them. Exact up to e^(-2 S0) terms and
+the ODE tolerance, it carries every O(1/log(1/alpha)) correction to Algorithm 1: the alignment
+phase (kappa / tau), the midpoint crossing of a logistic jump (n ln||y_S|| / (2 tau ||y_S||)
+for one neuron), and the sample sharing of near-tied neurons (their components on a shared
+sample decay only like e^(-tau G gap)). It returns the predicted loss curve.
+"""
+
+import diffrax
+import jax
+import jax.numpy as jnp
+
+from ._solution import RESULTS
+
+S0 = 18.0  # a window starts when the leading neuron has e^L = e^-18 (products e^-36)
+S1 = 18.0  # and ends 18 / G after its crossing of L = 0 (the fit has relaxed by e^-36)
+_MAX_LOG_SIZE2 = 40.0  # cap on 2 L inside trial stages (accepted states stay below ~ 4)
+RTOL = 1e-8
+MAX_STEPS = 100_000
+POINTS = 64  # loss points saved per finite-alpha window
+
+
+def _field(s, state, args):
+    D, psi = state
+    E0, signs, y, active, fitted = args
+    n = y.shape[0]
+    size2 = jnp.where(active, jnp.exp(jnp.minimum(2.0 * (E0 + D), _MAX_LOG_SIZE2)), 0.0)
+    act = jax.nn.relu(psi)
+    r = jnp.where(fitted, 0.0, (signs * size2) @ act - y)
+    dD = jnp.where(active, -signs * (act @ r) / n, 0.0)
+    live = (psi > 0) & active[:, None]
+    dpsi = jnp.where(live, -(signs[:, None] * r[None, :] / n + psi * dD[:, None]), 0.0)
+    return dD, dpsi
+
+
+def _residual(E0, D, psi, signs, y, active, fitted):
+    size2 = jnp.where(active, jnp.exp(jnp.minimum(2.0 * (E0 + D), _MAX_LOG_SIZE2)), 0.0)
+    return jnp.where(fitted, 0.0, (signs * size2) @ jax.nn.relu(psi) - y)
+
+
+def window(E0, psi, signs, y, active, fitted, s0, s1, save_ts=None):
+    """Integrate the fast-time ODE on [s0, s1] from D = 0 (log size E0 + D, -inf allowed).
+
+    Returns (D(s1), psi(s1), result, num_steps, loss at `save_ts` or None)."""
+    args = (E0, signs, y, active, fitted)
+    subs = [diffrax.SubSaveAt(t1=True)]
+    if save_ts is not None:
+
+        def loss(s, state, args):
+            r = _residual(E0, state[0], state[1], signs, y, active, fitted)
+            return 0.5 * jnp.mean(r * r)
+
+        subs.append(diffrax.SubSaveAt(ts=save_ts, fn=loss))
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(_field),
+        diffrax.Tsit5(),
+        s0,
+        s1,
+        None,
+        (jnp.zeros_like(E0), psi),
+        args=args,
+        stepsize_controller=diffrax.PIDController(rtol=RTOL, atol=RTOL),
+        max_steps=MAX_STEPS,
+        saveat=diffrax.SaveAt(subs=subs),
+        throw=False,
+    )
+    (D, psi), *saved = sol.ys
+    return (
+        D[-1],
+        psi[-1],
+        RESULTS.promote(sol.result),
+        sol.stats["num_steps"],
+        (saved[0] if saved else None),
+    )
+
+
+def growth(psi, signs, y, r):
+    """Each neuron's linear growth under a constant residual r: G = ||g||, g^ and b = <psi, g^>
+    with g_i = -s_j r_i / n on its live components."""
+    n = y.shape[0]
+    g = jnp.where(psi > 0, -signs[:, None] * r[None, :] / n, 0.0)
+    G = jnp.linalg.norm(g, axis=1)
+    ghat = g / jnp.where(G > 0, G, 1.0)[:, None]
+    return G, ghat, jnp.sum(psi * ghat, axis=1)
+
+
+def _log_mode(b):
+    """log((1 + b)/2): the + mode's share of a neuron whose direction has cosine b with g^."""
+    return jnp.log(jnp.maximum(0.5 * (1.0 + b), jnp.finfo(b.dtype).tiny))
+
+
+def forward(L, psi, G, ghat, b, ds):
+    """The closed-form plateau: every neuron propagated by fast time ds under a constant
+    residual (the linear solution of the module docstring, in log form)."""
+    x = G * ds
+    q = jnp.exp(-2.0 * x)
+    den = 0.5 * (1.0 + b) + 0.5 * (1.0 - b) * q
+    L = L + x + jnp.log(jnp.maximum(den, jnp.finfo(den.dtype).tiny))
+    along = ((1.0 + b) - (1.0 - b) * q) / jnp.maximum(2.0 * den, jnp.finfo(den.dtype).tiny)
+    perp = psi - b[:, None] * ghat
+    return L, along[:, None] * ghat + perp * (jnp.exp(-x) / den)[:, None]
+
+
+def _alignment(y, signs, psi0, E0, s_end):
+    """The initial alignment phase: the fast ODE from psi(0) until the sign-mismatched
+    components have reached the kink, every neuron at log size E0."""
+    m, n = psi0.shape
+    return window(E0, psi0, signs, y, jnp.ones((m,), bool), jnp.zeros((n,), bool), 0.0, s_end)
+
+
+def _initial_rates(y, signs, psi0):
+    G0, _, _ = growth(psi0, signs, y, -y)
+    return jnp.min(jnp.where(G0 > 0, G0, jnp.inf)), jnp.max(G0)
+
+
+def limit_amplitudes(y, signs, psi0, groups, fitted, real):
+    """Final amplitudes a_j (m,) of the alpha -> 0 flow, given Algorithm 1's groups (K, m),
+    fitted samples (K, n) and real jumps (K,); with (result, num_steps) of the windows."""
+    m, n = psi0.shape
+    dtype = psi0.dtype
+    gmin, _ = _initial_rates(y, signs, psi0)
+    s_align = 60.0 / jnp.where(jnp.isfinite(gmin), gmin, 1.0)
+    D, psi, result, steps, _ = _alignment(y, signs, psi0, jnp.full((m,), -jnp.inf, dtype), s_align)
+    G, ghat, b = growth(psi, signs, y, -y)
+    kappa = D + _log_mode(b) - G * s_align
+
+    def step(carry, k):
+        kappa, psi, fired, done, amps, result, steps = carry
+        group = groups[k] & real[k]
+        r_live = jnp.where(done, 0.0, -y)
+        G, ghat, _ = growth(psi, signs, y, r_live)
+        lead = jnp.max(jnp.where(group, G, 0.0))
+        slow = jnp.min(jnp.where(group, G, jnp.inf))
+        s0 = -S0 / jnp.where(lead > 0, lead, 1.0)
+        s1 = S1 / jnp.where(jnp.isfinite(slow) & (slow > 0), slow, 1.0)
+        s1 = jnp.where(real[k], s1, s0 + 1.0)
+        E0 = jnp.where(group, kappa + G * s0, -jnp.inf)
+        Dw, psiw, res, nst, _ = window(E0, psi, signs, y, ~fired, done, s0, s1)
+        now_done = done | (fitted[k] & real[k])
+        Gn, ghatn, bn = growth(psiw, signs, y, jnp.where(now_done, 0.0, -y))
+        others = ~fired & ~group & real[k]
+        kappa = jnp.where(others, kappa + G * s0 + Dw + _log_mode(bn) - Gn * s1, kappa)
+        psi = jnp.where(others[:, None], ghatn, psi)
+        amps = jnp.where(group, signs * jnp.exp(E0 + Dw), amps)
+        result = RESULTS.where(result == RESULTS.successful, res, result)
+        return (kappa, psi, fired | group, now_done, amps, result, steps + nst), None
+
+    init = (
+        kappa,
+        ghat,
+        jnp.zeros((m,), bool),
+        jnp.zeros((n,), bool),
+        jnp.zeros((m,), dtype),
+        result,
+        steps,
+    )
+    (_, _, _, _, amps, result, steps), _ = jax.lax.scan(step, init, jnp.arange(groups.shape[0]))
+    return amps, result, steps
+
+
+def finite_alpha_curve(y, signs, psi0, tau, t_end):
+    """The predicted loss curve (ts, loss) at log(1/alpha) = tau up to time `t_end`, the final
+    cost sum_j e^(2 L_j), and (result, num_steps) of the windows."""
+    m, n = psi0.shape
+    dtype = psi0.dtype
+    K = min(m, n)
+    gmin, gmax = _initial_rates(y, signs, psi0)
+    s_align = jnp.minimum(
+        60.0 / jnp.where(jnp.isfinite(gmin), gmin, 1.0),
+        jnp.maximum(tau - S0, 0.0) / jnp.where(gmax > 0, gmax, 1.0),
+    )
+    grid = jnp.linspace(0.0, 1.0, POINTS, dtype=dtype)
+    L = jnp.full((m,), -tau, dtype)
+    D, psi, result, steps, loss0 = window(
+        L,
+        psi0,
+        signs,
+        y,
+        jnp.ones((m,), bool),
+        jnp.zeros((n,), bool),
+        0.0,
+        s_align,
+        save_ts=grid * s_align,
+    )
+    L = L + D
+    eps = 1e-9 * jnp.max(jnp.abs(y)) / n
+    everyone, nothing = jnp.ones((m,), bool), jnp.zeros((n,), bool)
+
+    def step(carry, _):
+        t, L, psi, stopped, result, steps = carry
+        r = _residual(L, 0.0, psi, signs, y, everyone, nothing)
+        G, ghat, b = growth(psi, signs, y, r)
+        small = L < -0.5 * S0
+        growing = (G > eps) & small
+        Gs = jnp.where(growing, G, 1.0)
+        lb = _log_mode(b)
+        to_enter = jnp.where(growing, (-0.5 * S0 - L - lb) / Gs, jnp.inf)
+        lead = jnp.argmin(to_enter)
+        go = growing[lead] & ~stopped & (t + to_enter[lead] / tau < t_end)
+        ds = jnp.where(go, jnp.maximum((-S0 - L[lead] - lb[lead]) / Gs[lead], 0.0), 0.0)
+        Lf, psif = forward(L, psi, jnp.where(growing, G, 0.0), ghat, b, ds)
+        moved = go & small
+        L = jnp.where(moved, Lf, L)
+        psi = jnp.where(moved[:, None], psif, psi)
+        t = t + ds / tau
+        width = jnp.where(go, jnp.minimum((S1 - L[lead]) / Gs[lead], (t_end - t) * tau), 0.0)
+        width = jnp.maximum(width, 0.0)
+        Dw, psiw, res, nst, lw = window(
+            L, psi, signs, y, everyone, nothing, 0.0, width, save_ts=grid * width
+        )
+        L = jnp.where(go, L + Dw, L)
+        psi = jnp.where(go, psiw, psi)
+        tw = t + grid * width / tau
+        result = RESULTS.where(result == RESULTS.successful, res, result)
+        return (t + width / tau, L, psi, stopped | ~go, result, steps + nst), (tw, lw)
+
+    init = (s_align / tau, L, psi, jnp.asarray(False), result, steps)
+    (_, L, _, _, result, steps), (tws, lws) = jax.lax.scan(step, init, None, length=2 * K + 2)
+    ts = jnp.concatenate([grid * s_align / tau, tws.ravel()])
+    loss = jnp.concatenate([loss0, lws.ravel()])
+    return ts, loss, jnp.sum(jnp.exp(2.0 * L)), result, steps
