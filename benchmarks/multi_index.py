@@ -24,13 +24,13 @@ from theory import (
     EVEN_ACTIVATIONS,
     hermite_coefficients,
     hermite_energies,
+    initial_alignment,
     lotka_volterra,
-    mass_equilibrium,
     mass_ode,
     mass_ratio,
     measured_stage_times,
+    stage_equilibria,
     stage_times,
-    weight_decay_plateaus,
 )
 
 POINTS = 400
@@ -92,6 +92,7 @@ def run(instance, weight_decay, d, r, m, activation, samples, t_end, decay_off):
         "alpha_mass_ode": mass_ode(sol.alpha[0], ts, c0=c[0], r=r, weight_decay=weight_decay),
         **{f"beta_{k}": v.ys for k, v in lv.items()},
         "q": mass_ratio(jnp.stack([sol.beta1, sol.beta2], axis=-1), c0=c[0], c2=c[2], r=r, d=d),
+        "initial_alignment": initial_alignment(net.W, target.directions),
         "steps": sol.stats["num_steps"],
         "ok": sol.ok & lv["corrected"].ok & lv["paper"].ok,
     }
@@ -101,17 +102,23 @@ def _loss_at(ts, loss, t):
     return float(np.interp(t, ts, loss)) if np.isfinite(t) else float("nan")
 
 
-def _analyse(o, s, weight_decay, activation, r, d, m) -> dict:
+def _analyse(o, s, weight_decay, activation, r, d, m, decay_off) -> dict:
     """Stage table and prediction errors for seed s of one sweep point."""
     ts, loss = o["ts"][s], o["loss"][s]
     E = hermite_energies(activation, r)
-    c0 = float(hermite_coefficients(activation, 2)[0])
-    plateaus = [float(v) for v in weight_decay_plateaus(activation, r, weight_decay)]
-    pred = stage_times(activation=activation, r=r, d=d, m=m, weight_decay=weight_decay)
+    eq = stage_equilibria(activation, r, d, weight_decay)
+    plateaus = [float(v) for v in eq.loss]
+    pred = stage_times(
+        activation=activation,
+        r=r,
+        d=d,
+        m=m,
+        weight_decay=weight_decay,
+        initial_alignment=o["initial_alignment"][s],
+    )
     pred = {k: float(getattr(pred, k)) for k in ("tau_0", "tau_2", "tau_4")}
-    eq = float(mass_equilibrium(c0, r, weight_decay))
     measured = measured_stage_times(
-        ts, o["alpha"][s], o["q"][s], o["alignment_mean"][s], equilibrium=eq
+        ts, o["alpha"][s], o["q"][s], o["alignment_mean"][s], equilibrium=float(eq.mass[0])
     ).tolist()
     table = []
     stages = zip(("0", "2", ">=4"), ("tau_0", "tau_2", "tau_4"), strict=True)
@@ -121,12 +128,14 @@ def _analyse(o, s, weight_decay, activation, r, d, m) -> dict:
                 "order": order,
                 "predicted_plateau": plateaus[k],
                 "paper_plateau": [float(E.plateau_0), float(E.plateau_2), 0.0][k],
+                "predicted_mass": float(eq.mass[k]),
                 "measured_loss_at_predicted_time": _loss_at(ts, loss, pred[tau]),
                 "measured_loss_at_measured_time": _loss_at(ts, loss, measured[k]),
                 "predicted_time": pred[tau],
                 "measured_time": measured[k],
             }
         )
+    switch = _switch_off(o, s, activation, r, d, decay_off, eq, measured)
     # prediction errors over the degree-2 stage, [tau_0, tau_2] (measured times)
     lo, hi = table[0]["measured_time"], table[1]["measured_time"]
     window = (ts >= lo) & (ts <= hi)
@@ -161,7 +170,41 @@ def _analyse(o, s, weight_decay, activation, r, d, m) -> dict:
         "prediction_errors": errs,
         "degree2_window": [lo, hi],
         "decomposition": decomposition,
+        **switch,
     }
+
+
+def _switch_off(o, s, activation, r, d, decay_off, eq, measured) -> dict:
+    """The mass before the switch-off of lambda against the equilibrium of the stage reached
+    by then, and the relaxation after it (the logistic of `StageEquilibria.relax` with
+    lambda = 0) against the simulation."""
+    ts, alpha, loss = o["ts"][s], o["alpha"][s], o["loss"][s]
+    t_off = min(decay_off, float(ts[-1]))
+    stage = int(np.sum(np.asarray(measured) <= t_off)) - 1  # 0, 1, 2: orders 0, 2, >= 4
+    stage = max(stage, 0)
+    late = float(np.interp(t_off, ts, alpha))
+    out = {
+        "stage_at_decay_off": ["0", "2", ">=4"][stage],
+        "mass_equilibrium_predicted": float(eq.mass[stage]),
+        "mass_late_measured": late,
+        "mass_late_rel_error": abs(late / float(eq.mass[stage]) - 1.0),
+        "loss_late_predicted": float(eq.loss[stage]),
+        "loss_late_measured": float(np.interp(t_off, ts, loss)),
+    }
+    after = ts > t_off
+    if decay_off < float(ts[-1]) and np.any(after):
+        eq0 = stage_equilibria(activation, r, d, 0.0)
+        pred = np.asarray(eq0.relax(late, ts[after] - t_off, stage))
+        out["after_decay_off"] = {
+            "mass_equilibrium_predicted": float(eq0.mass[stage]),
+            "mass_final_predicted": float(pred[-1]),
+            "mass_final_measured": float(alpha[-1]),
+            "mass_max_rel_error": float(np.max(np.abs(pred / alpha[after] - 1.0))),
+            "loss_final_predicted": float(eq0.loss_at(pred[-1], stage)),
+            "loss_final_measured": float(loss[-1]),
+            "relaxation_rate": float(eq0.rate[stage]),
+        }
+    return out
 
 
 def _decay_fit(ts, beta2, lo, hi) -> dict:
@@ -223,7 +266,9 @@ def run_benchmark(
         ok=("ok",),
     )
     main, *ablation = result.outputs
-    analysis = [_analyse(main, s, weight_decay, activation, r, d, m) for s in range(seeds)]
+    analysis = [
+        _analyse(main, s, weight_decay, activation, r, d, m, decay_off) for s in range(seeds)
+    ]
     ts = main["ts"][0]
     report = {}
     if ablation:
@@ -261,6 +306,19 @@ def run_benchmark(
         "stages": analysis[0]["stages"],
         "prediction_errors": analysis[0]["prediction_errors"],
         "decomposition": analysis[0]["decomposition"],
+        "mass_equilibrium_predicted": analysis[0]["mass_equilibrium_predicted"],
+        "mass_late_measured": analysis[0]["mass_late_measured"],
+        "switch_off": {
+            k: analysis[0][k]
+            for k in (
+                "stage_at_decay_off",
+                "mass_late_rel_error",
+                "loss_late_predicted",
+                "loss_late_measured",
+                "after_decay_off",
+            )
+            if k in analysis[0]
+        },
         "per_seed": analysis,
         "loss_curve": [[float(t), float(v)] for t, v in zip(ts, main["loss"][0], strict=True)],
         "mass": {
@@ -303,6 +361,21 @@ def table(results: dict) -> str:
             f" beta_1 {p['beta1_max_rel_error']:.2e}, beta_2 {p['beta2_max_rel_error']:.2e}"
         )
     lines.append(f"mass ODE over stage 0: max rel. error {pe['mass_ode_stage0_max_rel_error']:.2e}")
+    so = results["switch_off"]
+    lines.append(
+        f"before lambda -> 0 (stage {so['stage_at_decay_off']}): mass"
+        f" {results['mass_late_measured']:.4f} vs equilibrium"
+        f" {results['mass_equilibrium_predicted']:.4f}"
+        f" (rel. error {so['mass_late_rel_error']:.1e}),"
+        f" loss {so['loss_late_measured']:.4f} vs {so['loss_late_predicted']:.4f}"
+    )
+    if "after_decay_off" in so:
+        a = so["after_decay_off"]
+        lines.append(
+            f"after lambda -> 0: mass {a['mass_final_measured']:.4f} vs relaxation"
+            f" {a['mass_final_predicted']:.4f} (max rel. error {a['mass_max_rel_error']:.1e}),"
+            f" final loss {a['loss_final_measured']:.2e} vs {a['loss_final_predicted']:.2e}"
+        )
     for when, dec in results["decomposition"].items():
         lines.append(
             f"L = 1/2 E(f~ - f*)^2 + 1/2 E(f - f~)^2 at {when}: {dec['loss']:.4f} ="

@@ -156,6 +156,17 @@ CASES = {
     "weight_decay_plateaus": [
         (lambda: T.weight_decay_plateaus("swish", 2, 0.1), ValueError, "swish_even")
     ],
+    "stage_equilibria": [
+        (lambda: T.stage_equilibria("abs", 4, 20, 100.0), ValueError, "mass equilibrium"),
+        (lambda: T.stage_equilibria("abs", 4, 2, 1.0), ValueError, "`d`"),
+        (lambda: T.stage_equilibria("relu", 4, 20, 1.0), ValueError, "relu_even"),
+    ],
+    "initial_alignment": [
+        (lambda: T.initial_alignment(jnp.ones(3), jnp.eye(3)), ValueError, "`W`"),
+        (lambda: T.initial_alignment(jnp.ones((2, 3)), jnp.eye(2)), ValueError, "directions"),
+        (lambda: T.initial_alignment(jnp.full((2, 3), NAN), jnp.eye(3)), ValueError, "W"),
+    ],
+    "typical_alignment": [(lambda: T.typical_alignment(0, 4), ValueError, "`r`")],
 }
 
 _LV = dict(c0=1.0, c2=1.0, r=1, d=2, weight_decay=0.0)
@@ -185,6 +196,7 @@ CASES["stage_times"] += [
     (lambda: T.stage_times(**_ST, alpha0=5.0), ValueError, "alpha0"),
     (lambda: T.stage_times(**_ST | {"weight_decay": 100.0}), ValueError, "equilibrium"),
     (lambda: T.stage_times(**_ST, eta=1.5), ValueError, "eta"),
+    (lambda: T.stage_times(**_ST, initial_alignment=1.5), ValueError, "initial_alignment"),
 ]
 CASES["coverage_width"] += [(lambda: T.coverage_width(2.5), ValueError, "`n` must be an integer")]
 

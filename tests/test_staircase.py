@@ -13,6 +13,7 @@ from theory import (
     mass_ode,
     mass_ratio,
     measured_stage_times,
+    stage_equilibria,
     stage_times,
     tensor_power,
     weight_decay_plateaus,
@@ -91,22 +92,54 @@ def test_stage_times_order_and_the_throw_convention():
     st = stage_times(activation="abs", r=8, d=40, m=20, weight_decay=0.4)
     assert bool(st.ok) and 0 < float(st.tau_0) < float(st.tau_2) < float(st.tau_4) < np.inf
     assert int(st.stats["num_steps"]) > 0
-    # the closed-form tau_0 against the mass ODE: alpha~ is 90% of the way there at tau_0
+    # the closed-form tau_0 against stage 0's logistic: alpha~ is 90% of the way there
+    eq = stage_equilibria("abs", 8, 40, 0.4)
+    K = eq.mass[0]
+    np.testing.assert_allclose(eq.relax(1.0, st.tau_0, 0), 1 + 0.9 * (K - 1))
+    # with d -> infinity stage 0 is the degree-0 mass ODE
     c0 = hermite_coefficients("abs", 0)[0]
-    K = mass_equilibrium(c0, 8, 0.4)
-    alpha = mass_ode(1.0, st.tau_0, c0=c0, r=8, weight_decay=0.4)
-    np.testing.assert_allclose(alpha, 1 + 0.9 * (K - 1))
+    eq_inf = stage_equilibria("abs", 8, None, 0.4)
+    np.testing.assert_allclose(eq_inf.mass[0], mass_equilibrium(c0, 8, 0.4), rtol=1e-12)
+    ts = jnp.array([0.3, 2.0])
+    np.testing.assert_allclose(
+        eq_inf.relax(1.0, ts, 0), mass_ode(1.0, ts, c0=c0, r=8, weight_decay=0.4), rtol=1e-12
+    )
+    # 2 log(m) / r >= 1 (r = 4, m = 64): the best neuron is already aligned, tau_4 = tau_2
+    # only when the actual alignment is past 1 - eps; a poorer start leaves a tensor-power stage
+    st4 = stage_times(activation="abs", r=4, d=20, m=64, weight_decay=2.0)
+    assert float(st4.tau_4) == float(st4.tau_2)  # typical_alignment(4, 64) = 0.915 > 0.9
+    st4 = stage_times(
+        activation="abs", r=4, d=20, m=64, weight_decay=2.0, initial_alignment=[0.5, 0.9, 0.95, 1]
+    )
+    assert float(st4.tau_4) > float(st4.tau_2)
 
 
 def test_weight_decay_plateaus_and_measured_stage_times():
     from theory import hermite_energies
 
     E = hermite_energies("abs", 4)
-    c0 = float(hermite_coefficients("abs", 0)[0])
+    c = np.asarray(hermite_coefficients("abs", 600))
+    c0 = float(c[0])
+    rest = 1.0 - c0**2  # E|z|^2 - c_0^2
+    # stage 0 as d -> infinity: the degree-0 bias lambda^2 / (8 c_0^2)
     plateaus = weight_decay_plateaus("abs", 4, 2.0)
-    bias = 4.0 / (8 * c0**2)
-    np.testing.assert_allclose(plateaus, [E.plateau_0 + bias, E.plateau_2 + bias, bias])
-    np.testing.assert_allclose(weight_decay_plateaus("abs", 4, 0.0)[-1], 0.0)
+    np.testing.assert_allclose(plateaus[0], E.plateau_0 + 4.0 / (8 * c0**2))
+    # stage >= 4: r lambda^2 / (8 (r c_0^2 + sum_{k>=1} c_k^2)) = 0.687, the simulated 2.625
+    np.testing.assert_allclose(plateaus[2], 4 * 4.0 / (8 * (4 * c0**2 + rest)))
+    eq = stage_equilibria("abs", 4, 20, 2.0)
+    np.testing.assert_allclose(eq.mass[2], 4 - 4 * 2.0 / (2 * (4 * c0**2 + rest)))
+    assert abs(float(eq.mass[2]) - 2.625) < 1e-3 and abs(float(eq.loss[2]) - 0.687) < 1e-3
+    # stage 2 at lambda = 0: sum_{j>=2} c_2j^2 r (1 - r rho_j(r)) / 2, rho_j(4) = 3/(4 j + 4)...
+    j = np.arange(2, 301)
+    rho = np.array([np.prod([(2 * i + 1) / (4 + 2 * i) for i in range(k)]) for k in j])
+    tail = rest - np.sum(c[1:] ** 2)  # degrees > 600, where rho_j is ~ 0
+    expected = 0.5 * np.sum(c[2 * j] ** 2 * 4 * (1 - 4 * rho)) + 0.5 * 4 * tail
+    np.testing.assert_allclose(weight_decay_plateaus("abs", 4, 0.0, d=20)[1], expected, rtol=1e-4)
+    np.testing.assert_allclose(weight_decay_plateaus("abs", 4, 0.0)[-1], 0.0, atol=1e-15)
+    # the plateau is the loss at the equilibrium mass; the mass relaxes back to r without decay
+    np.testing.assert_allclose(eq.loss_at(eq.mass, 2)[2], eq.loss[2])
+    eq0 = stage_equilibria("abs", 4, 20, 0.0)
+    np.testing.assert_allclose(eq0.relax(eq.mass[2], jnp.array([1e3]), 2), [4.0])
     ts = np.arange(5.0)
     times = measured_stage_times(
         ts,

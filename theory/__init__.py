@@ -42,14 +42,18 @@ from ._saddle import (
 from ._solution import RESULTS as RESULTS, Solution as Solution, diffrax_stats as diffrax_stats
 from ._staircase import (
     ODESolution as ODESolution,
+    StageEquilibria as StageEquilibria,
     StageTimes as StageTimes,
+    initial_alignment as initial_alignment,
     lotka_volterra as lotka_volterra,
     mass_equilibrium as mass_equilibrium,
     mass_ode as mass_ode,
     mass_ratio as mass_ratio,
     measured_stage_times as measured_stage_times,
+    stage_equilibria as stage_equilibria,
     stage_times as stage_times,
     tensor_power as tensor_power,
+    typical_alignment as typical_alignment,
     weight_decay_plateaus as weight_decay_plateaus,
 )
 from .checks import ACTIVATIONS as ACTIVATIONS, EVEN_ACTIVATIONS as EVEN_ACTIVATIONS

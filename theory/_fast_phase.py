@@ -50,7 +50,7 @@ S1 = 18.0  # and ends 18 / G after its crossing of L = 0 (the fit has relaxed by
 _MAX_LOG_SIZE2 = 40.0  # cap on 2 L inside trial stages (accepted states stay below ~ 4)
 RTOL = 1e-8
 MAX_STEPS = 100_000
-POINTS = 64  # loss points saved per finite-alpha window
+POINTS = 256  # loss points saved per finite-alpha window
 
 
 def _field(s, state, args):
@@ -225,19 +225,23 @@ def finite_alpha_curve(y, signs, psi0, tau, t_end):
         G, ghat, b = growth(psi, signs, y, r)
         small = L < -0.5 * S0
         growing = (G > eps) & small
-        Gs = jnp.where(growing, G, 1.0)
+        # a neuron already in the nonlinear range that still grows is mid-jump: keep going
+        entering = (G > 1e3 * eps) & ~small & (b > 0.5)
+        Gs = jnp.where(G > eps, G, 1.0)
         lb = _log_mode(b)
         to_enter = jnp.where(growing, (-0.5 * S0 - L - lb) / Gs, jnp.inf)
         lead = jnp.argmin(to_enter)
-        go = growing[lead] & ~stopped & (t + to_enter[lead] / tau < t_end)
-        ds = jnp.where(go, jnp.maximum((-S0 - L[lead] - lb[lead]) / Gs[lead], 0.0), 0.0)
+        busy = jnp.any(entering)
+        go = ~stopped & (t < t_end) & (busy | (growing[lead] & (t + to_enter[lead] / tau < t_end)))
+        ds = jnp.where(go & ~busy, jnp.maximum((-S0 - L[lead] - lb[lead]) / Gs[lead], 0.0), 0.0)
         Lf, psif = forward(L, psi, jnp.where(growing, G, 0.0), ghat, b, ds)
         moved = go & small
         L = jnp.where(moved, Lf, L)
         psi = jnp.where(moved[:, None], psif, psi)
         t = t + ds / tau
-        width = jnp.where(go, jnp.minimum((S1 - L[lead]) / Gs[lead], (t_end - t) * tau), 0.0)
-        width = jnp.maximum(width, 0.0)
+        finish = jnp.max(jnp.where(entering, (S1 + jnp.maximum(-L, 0.0)) / Gs, 0.0))
+        width = jnp.where(busy, finish, (S1 - L[lead]) / Gs[lead])
+        width = jnp.where(go, jnp.clip(width, 0.0, (t_end - t) * tau), 0.0)
         Dw, psiw, res, nst, lw = window(
             L, psi, signs, y, everyone, nothing, 0.0, width, save_ts=grid * width
         )
