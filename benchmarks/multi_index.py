@@ -182,14 +182,17 @@ def _switch_off(o, s, activation, r, d, decay_off, eq, measured) -> dict:
     t_off = min(decay_off, float(ts[-1]))
     stage = int(np.sum(np.asarray(measured) <= t_off)) - 1  # 0, 1, 2: orders 0, 2, >= 4
     stage = max(stage, 0)
-    late = float(np.interp(t_off, ts, alpha))
+    # the last save time before the switch-off (interpolating across it would mix the two)
+    i = max(int(np.searchsorted(ts, t_off, side="left")) - 1, 0)
+    late = float(alpha[i])
     out = {
         "stage_at_decay_off": ["0", "2", ">=4"][stage],
         "mass_equilibrium_predicted": float(eq.mass[stage]),
         "mass_late_measured": late,
         "mass_late_rel_error": abs(late / float(eq.mass[stage]) - 1.0),
         "loss_late_predicted": float(eq.loss[stage]),
-        "loss_late_measured": float(np.interp(t_off, ts, loss)),
+        "loss_late_measured": float(loss[i]),
+        "late_time": float(ts[i]),
     }
     after = ts > t_off
     if decay_off < float(ts[-1]) and np.any(after):

@@ -17,6 +17,7 @@ TARGET = D.standard_target(2, 4)
 CASES = {
     "orthogonal_data": [
         (lambda: D.orthogonal_data(5, 4, key=KEY), ValueError, "`d`"),
+        (lambda: D.orthogonal_data(5, key=KEY, labels="binary"), ValueError, "`labels`"),
         (lambda: D.orthogonal_data(0, key=KEY), ValueError, "`n`"),
         (lambda: D.orthogonal_data(2.5, key=KEY), ValueError, "`n`"),
     ],

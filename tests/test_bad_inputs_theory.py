@@ -208,11 +208,13 @@ CASES["bayes_error"] += [(lambda: T.bayes_error(-1.0), ValueError, "signal")]
 
 
 CASES["saddle_jumps"] += [
+    (lambda: T.saddle_jumps(Y, S, D, log_inv_alpha=-1.0), ValueError, "log_inv_alpha"),
+    (lambda: T.saddle_jumps(Y, S, D, log_inv_alpha=jnp.ones(2)), ValueError, "log_inv_alpha"),
     (
         lambda: T.saddle_jumps(jnp.zeros(0), jnp.zeros(0), jnp.zeros((0, 0))),
         ValueError,
         "at least one",
-    )
+    ),
 ]
 CASES["nnqp"] += [
     (

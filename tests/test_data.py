@@ -27,3 +27,11 @@ def test_haar_rotation_has_no_preferred_direction():
 def test_bad_sizes_name_the_argument(n, d, match):
     with pytest.raises(ValueError, match=match):
         orthogonal_data(n, d, key=jax.random.PRNGKey(0))
+
+
+def test_sign_labels_are_the_signs_of_the_gaussian_ones():
+    key = jax.random.PRNGKey(3)
+    X, y = orthogonal_data(6, key=key)
+    Xs, ys = orthogonal_data(6, key=key, labels="sign")
+    np.testing.assert_array_equal(X, Xs)
+    np.testing.assert_array_equal(ys, np.where(np.asarray(y) >= 0, 1.0, -1.0))

@@ -23,11 +23,18 @@ def test_quick_run_end_to_end_and_resume(tmp_path):
         assert e["failed_solves"] == 0 and e["jumps_not_crossed"] == 0
     # the limit theorem: the error shrinks as alpha does
     assert summary[1]["median_rel_error"] < summary[0]["median_rel_error"]
+    # the finite-alpha prediction carries the O(1 / log(1/alpha)) corrections
+    for e in summary:
+        assert e["failed_predictions"] == 0
+        assert e["median_rel_error_finite_alpha"] < e["median_rel_error"] / 3
+        assert e["median_cost_rel_error_finite_alpha"] < 1e-2
     run = results["runs"][0]
     keys = {
         "seed",
         "log10_inv_alpha",
         "predicted_times",
+        "predicted_times_finite_alpha",
+        "group_sizes",
         "measured_times",
         "predicted_cost",
         "measured_cost",

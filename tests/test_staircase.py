@@ -8,6 +8,7 @@ from integrators import mean_field_flow
 from theory import (
     RESULTS,
     hermite_coefficients,
+    initial_alignment,
     lotka_volterra,
     mass_equilibrium,
     mass_ode,
@@ -16,6 +17,7 @@ from theory import (
     stage_equilibria,
     stage_times,
     tensor_power,
+    typical_alignment,
     weight_decay_plateaus,
 )
 
@@ -149,3 +151,16 @@ def test_weight_decay_plateaus_and_measured_stage_times():
         equilibrium=3.0,
     )
     np.testing.assert_array_equal(times, [3.0, 3.0, np.inf])
+
+
+def test_typical_alignment_is_the_median_best_alignment():
+    # Monte Carlo: m = 64 neurons uniform on S^3, the best squared coordinate along e_1
+    rng = np.random.default_rng(0)
+    u = rng.standard_normal((4000, 64, 4))
+    u /= np.linalg.norm(u, axis=-1, keepdims=True)
+    best = np.max(u[..., 0] ** 2, axis=1)
+    np.testing.assert_allclose(typical_alignment(4, 64), np.median(best), atol=5e-3)
+    assert float(typical_alignment(4, 64)) < 1.0 <= 2 * np.log(64) / 4  # the old start
+    # initial_alignment projects on the target subspace first
+    W = jnp.array([[1.0, 1.0, 10.0], [0.0, 2.0, 0.0]])
+    np.testing.assert_allclose(initial_alignment(W, jnp.eye(3)[:2]), [0.5, 1.0])

@@ -50,7 +50,7 @@ S1 = 18.0  # and ends 18 / G after its crossing of L = 0 (the fit has relaxed by
 _MAX_LOG_SIZE2 = 40.0  # cap on 2 L inside trial stages (accepted states stay below ~ 4)
 RTOL = 1e-8
 MAX_STEPS = 100_000
-POINTS = 256  # loss points saved per finite-alpha window
+POINTS = 1024  # loss points saved per finite-alpha window (crossings to ~1e-6 in t)
 
 
 def _field(s, state, args):

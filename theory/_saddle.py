@@ -233,7 +233,8 @@ def saddle_jumps(
     pred = _limit(y, signs, directions, base, resolve)
     if log_inv_alpha is None:
         return pred
-    return _finite_alpha(pred, y, signs, directions, check_time_scale(log_inv_alpha, y.dtype))
+    tau = jnp.asarray(check_positive("log_inv_alpha", log_inv_alpha, scalar=True), y.dtype)
+    return _finite_alpha(pred, y, signs, directions, tau)
 
 
 _TIE = 1e-9  # neurons whose waits agree to 1e-9 (relative to t) jump together
