@@ -153,7 +153,8 @@ class StageEquilibria(eqx.Module):
         0.0
         """
         a = jnp.asarray(alpha)
-        return 0.5 * (self.target_energy - 2.0 * a * self.S_A[stage] + a * a * self.S_B[stage])
+        loss = 0.5 * (self.target_energy - 2.0 * a * self.S_A[stage] + a * a * self.S_B[stage])
+        return jnp.maximum(loss, 0.0)  # a square: clip the rounding at its zero
 
     def relax(self, alpha0, ts, stage: int) -> Float[Array, " T"]:
         """alpha~ at the times `ts` after it was `alpha0` (at t = 0): the logistic
@@ -232,7 +233,7 @@ def stage_equilibria(activation: str, r: int, d, weight_decay) -> StageEquilibri
     )
     mass = check_value(mass, mass > 0, message)
     T = c2[0] * r * r + r * rest
-    loss = 0.5 * (T - 2.0 * mass * S_A + mass * mass * S_B)
+    loss = jnp.maximum(0.5 * (T - 2.0 * mass * S_A + mass * mass * S_B), 0.0)
     return StageEquilibria(
         mass=mass,
         loss=loss,
