@@ -106,10 +106,8 @@ def test_stage_times_order_and_the_throw_convention():
     np.testing.assert_allclose(
         eq_inf.relax(1.0, ts, 0), mass_ode(1.0, ts, c0=c0, r=8, weight_decay=0.4), rtol=1e-12
     )
-    # 2 log(m) / r >= 1 (r = 4, m = 64): the best neuron is already aligned, tau_4 = tau_2
-    # only when the actual alignment is past 1 - eps; a poorer start leaves a tensor-power stage
-    st4 = stage_times(activation="abs", r=4, d=20, m=64, weight_decay=2.0)
-    assert float(st4.tau_4) == float(st4.tau_2)  # typical_alignment(4, 64) = 0.915 > 0.9
+    # 2 log(m) / r >= 1 (r = 4, m = 64) no longer means tau_4 = tau_2: a start below 1 - eps
+    # leaves a tensor-power stage (typical_alignment(4, 64) = 0.915 is past it)
     st4 = stage_times(
         activation="abs", r=4, d=20, m=64, weight_decay=2.0, initial_alignment=[0.5, 0.9, 0.95, 1]
     )

@@ -134,13 +134,6 @@ def forward(L, psi, G, ghat, b, ds):
     return L, along[:, None] * ghat + perp * (jnp.exp(-x) / den)[:, None]
 
 
-def _alignment(y, signs, psi0, E0, s_end):
-    """The initial alignment phase: the fast ODE from psi(0) until the sign-mismatched
-    components have reached the kink, every neuron at log size E0."""
-    m, n = psi0.shape
-    return window(E0, psi0, signs, y, jnp.ones((m,), bool), jnp.zeros((n,), bool), 0.0, s_end)
-
-
 def _initial_rates(y, signs, psi0):
     G0, _, _ = growth(psi0, signs, y, -y)
     return jnp.min(jnp.where(G0 > 0, G0, jnp.inf)), jnp.max(G0)
@@ -148,30 +141,32 @@ def _initial_rates(y, signs, psi0):
 
 def limit_amplitudes(y, signs, psi0, groups, fitted, real):
     """Final amplitudes a_j (m,) of the alpha -> 0 flow, given Algorithm 1's groups (K, m),
-    fitted samples (K, n) and real jumps (K,); with (result, num_steps) of the windows."""
+    fitted samples (K, n) and real jumps (K,); with (result, num_steps) of the windows.
+
+    Step 0 is the initial alignment (every neuron at zero size, from psi(0), until the
+    sign-mismatched components have reached the kink); step k the fast phase of jump k."""
     m, n = psi0.shape
     dtype = psi0.dtype
     gmin, _ = _initial_rates(y, signs, psi0)
     s_align = 60.0 / jnp.where(jnp.isfinite(gmin), gmin, 1.0)
-    D, psi, result, steps, _ = _alignment(y, signs, psi0, jnp.full((m,), -jnp.inf, dtype), s_align)
-    G, ghat, b = growth(psi, signs, y, -y)
-    kappa = D + _log_mode(b) - G * s_align
 
     def step(carry, k):
         kappa, psi, fired, done, amps, result, steps = carry
-        group = groups[k] & real[k]
-        r_live = jnp.where(done, 0.0, -y)
-        G, ghat, _ = growth(psi, signs, y, r_live)
+        align = k == 0
+        j = jnp.maximum(k - 1, 0)
+        jumps = real[j] & ~align
+        group = groups[j] & jumps
+        G, _, _ = growth(psi, signs, y, jnp.where(done, 0.0, -y))
         lead = jnp.max(jnp.where(group, G, 0.0))
         slow = jnp.min(jnp.where(group, G, jnp.inf))
-        s0 = -S0 / jnp.where(lead > 0, lead, 1.0)
+        s0 = jnp.where(jumps, -S0 / jnp.where(lead > 0, lead, 1.0), 0.0)
         s1 = S1 / jnp.where(jnp.isfinite(slow) & (slow > 0), slow, 1.0)
-        s1 = jnp.where(real[k], s1, s0 + 1.0)
+        s1 = jnp.where(align, s_align, jnp.where(jumps, s1, 1.0))
         E0 = jnp.where(group, kappa + G * s0, -jnp.inf)
         Dw, psiw, res, nst, _ = window(E0, psi, signs, y, ~fired, done, s0, s1)
-        now_done = done | (fitted[k] & real[k])
+        now_done = done | (fitted[j] & jumps)
         Gn, ghatn, bn = growth(psiw, signs, y, jnp.where(now_done, 0.0, -y))
-        others = ~fired & ~group & real[k]
+        others = ~fired & ~group & (jumps | align)
         kappa = jnp.where(others, kappa + G * s0 + Dw + _log_mode(bn) - Gn * s1, kappa)
         psi = jnp.where(others[:, None], ghatn, psi)
         amps = jnp.where(group, signs * jnp.exp(E0 + Dw), amps)
@@ -179,21 +174,23 @@ def limit_amplitudes(y, signs, psi0, groups, fitted, real):
         return (kappa, psi, fired | group, now_done, amps, result, steps + nst), None
 
     init = (
-        kappa,
-        ghat,
+        jnp.zeros((m,), dtype),
+        psi0,
         jnp.zeros((m,), bool),
         jnp.zeros((n,), bool),
         jnp.zeros((m,), dtype),
-        result,
-        steps,
+        RESULTS.successful,
+        jnp.zeros((), int),
     )
-    (_, _, _, _, amps, result, steps), _ = jax.lax.scan(step, init, jnp.arange(groups.shape[0]))
+    K = groups.shape[0]
+    (*_, amps, result, steps), _ = jax.lax.scan(step, init, jnp.arange(K + 1))
     return amps, result, steps
 
 
 def finite_alpha_curve(y, signs, psi0, tau, t_end):
     """The predicted loss curve (ts, loss) at log(1/alpha) = tau up to time `t_end`, the final
-    cost sum_j e^(2 L_j), and (result, num_steps) of the windows."""
+    cost sum_j e^(2 L_j), and (result, num_steps) of the windows. Step 0 is the initial
+    alignment (no plateau before it)."""
     m, n = psi0.shape
     dtype = psi0.dtype
     K = min(m, n)
@@ -203,24 +200,12 @@ def finite_alpha_curve(y, signs, psi0, tau, t_end):
         jnp.maximum(tau - S0, 0.0) / jnp.where(gmax > 0, gmax, 1.0),
     )
     grid = jnp.linspace(0.0, 1.0, POINTS, dtype=dtype)
-    L = jnp.full((m,), -tau, dtype)
-    D, psi, result, steps, loss0 = window(
-        L,
-        psi0,
-        signs,
-        y,
-        jnp.ones((m,), bool),
-        jnp.zeros((n,), bool),
-        0.0,
-        s_align,
-        save_ts=grid * s_align,
-    )
-    L = L + D
     eps = 1e-9 * jnp.max(jnp.abs(y)) / n
     everyone, nothing = jnp.ones((m,), bool), jnp.zeros((n,), bool)
 
-    def step(carry, _):
+    def step(carry, i):
         t, L, psi, stopped, result, steps = carry
+        first = i == 0
         r = _residual(L, 0.0, psi, signs, y, everyone, nothing)
         G, ghat, b = growth(psi, signs, y, r)
         small = L < -0.5 * S0
@@ -231,8 +216,9 @@ def finite_alpha_curve(y, signs, psi0, tau, t_end):
         lb = _log_mode(b)
         to_enter = jnp.where(growing, (-0.5 * S0 - L - lb) / Gs, jnp.inf)
         lead = jnp.argmin(to_enter)
-        busy = jnp.any(entering)
-        go = ~stopped & (t < t_end) & (busy | (growing[lead] & (t + to_enter[lead] / tau < t_end)))
+        busy = jnp.any(entering) | first
+        next_ok = growing[lead] & (t + to_enter[lead] / tau < t_end)
+        go = ~stopped & (t < t_end) & (busy | next_ok)
         ds = jnp.where(go & ~busy, jnp.maximum((-S0 - L[lead] - lb[lead]) / Gs[lead], 0.0), 0.0)
         Lf, psif = forward(L, psi, jnp.where(growing, G, 0.0), ghat, b, ds)
         moved = go & small
@@ -240,7 +226,8 @@ def finite_alpha_curve(y, signs, psi0, tau, t_end):
         psi = jnp.where(moved[:, None], psif, psi)
         t = t + ds / tau
         finish = jnp.max(jnp.where(entering, (S1 + jnp.maximum(-L, 0.0)) / Gs, 0.0))
-        width = jnp.where(busy, finish, (S1 - L[lead]) / Gs[lead])
+        width = jnp.where(jnp.any(entering), finish, (S1 - L[lead]) / Gs[lead])
+        width = jnp.where(first, s_align, width)
         width = jnp.where(go, jnp.clip(width, 0.0, (t_end - t) * tau), 0.0)
         Dw, psiw, res, nst, lw = window(
             L, psi, signs, y, everyone, nothing, 0.0, width, save_ts=grid * width
@@ -251,8 +238,13 @@ def finite_alpha_curve(y, signs, psi0, tau, t_end):
         result = RESULTS.where(result == RESULTS.successful, res, result)
         return (t + width / tau, L, psi, stopped | ~go, result, steps + nst), (tw, lw)
 
-    init = (s_align / tau, L, psi, jnp.asarray(False), result, steps)
-    (_, L, _, _, result, steps), (tws, lws) = jax.lax.scan(step, init, None, length=2 * K + 2)
-    ts = jnp.concatenate([grid * s_align / tau, tws.ravel()])
-    loss = jnp.concatenate([loss0, lws.ravel()])
-    return ts, loss, jnp.sum(jnp.exp(2.0 * L)), result, steps
+    init = (
+        jnp.zeros((), dtype),
+        jnp.full((m,), -tau, dtype),
+        psi0,
+        jnp.asarray(False),
+        RESULTS.successful,
+        jnp.zeros((), int),
+    )
+    (_, L, _, _, result, steps), (tws, lws) = jax.lax.scan(step, init, jnp.arange(2 * K + 3))
+    return tws.ravel(), lws.ravel(), jnp.sum(jnp.exp(2.0 * L)), result, steps
