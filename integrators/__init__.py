@@ -6,6 +6,11 @@ here as `RESULTS`), an `ok` property and a `stats` dict, and takes `throw=False`
 
 from theory import RESULTS as RESULTS
 
+from ._critical import (
+    CriticalPoint as CriticalPoint,
+    critical_point as critical_point,
+    hessian_spectrum as hessian_spectrum,
+)
 from ._flow import (
     FlowSolution as FlowSolution,
     orthogonal_flow as orthogonal_flow,
@@ -15,6 +20,10 @@ from ._gd import (
     checkpoint_steps as checkpoint_steps,
     gradient_descent as gradient_descent,
     stable_gradient_descent as stable_gradient_descent,
+)
+from ._generic import (
+    GradientFlowSolution as GradientFlowSolution,
+    gradient_flow as gradient_flow,
 )
 from ._margin_gd import (
     MarginGDSolution as MarginGDSolution,

@@ -22,7 +22,33 @@ def _run(key):
     return {"x": jax.random.normal(key)}
 
 
+LIN = NET  # any Equinox model with arrays
+
+
+def _sq(model, args):
+    return 0.5 * jnp.sum(model.W**2) + 0.5 * jnp.sum(model.a**2)
+
+
 CASES = {
+    "gradient_flow": [
+        (lambda: I.gradient_flow(lambda x: x, _sq, TS), ValueError, "`model`"),
+        (lambda: I.gradient_flow(LIN, None, TS), ValueError, "`loss`"),
+        (lambda: I.gradient_flow(LIN, lambda m, a: m.W, TS), ValueError, "scalar"),
+        (lambda: I.gradient_flow(LIN, _sq, jnp.array([1.0, 0.5])), ValueError, "nondecreasing"),
+        (lambda: I.gradient_flow(LIN, _sq, TS, time_scale=0.0), ValueError, "time_scale"),
+        (lambda: I.gradient_flow(LIN, _sq, TS, steady_state=-1.0), ValueError, "steady_state"),
+        (lambda: I.gradient_flow(LIN, _sq, TS, rtol=-1.0), ValueError, "rtol"),
+    ],
+    "hessian_spectrum": [
+        (lambda: I.hessian_spectrum(LIN, _sq, k=4), ValueError, "`k`"),
+        (lambda: I.hessian_spectrum(LIN, lambda m, a: m.W, None), ValueError, "scalar"),
+        (lambda: I.hessian_spectrum(3.0, _sq), ValueError, "`model`"),
+    ],
+    "critical_point": [
+        (lambda: I.critical_point(LIN, _sq, tol=0.0), ValueError, "tol"),
+        (lambda: I.critical_point(LIN, _sq, max_steps=0), ValueError, "max_steps"),
+        (lambda: I.critical_point(LIN, "loss"), ValueError, "`loss`"),
+    ],
     "orthogonal_flow": [
         (lambda: I.orthogonal_flow(2 * X2, Y2, NET, TS), ValueError, "orthonormal"),
         (lambda: I.orthogonal_flow(X2, Y2[:, None], NET, TS), ValueError, "`y`"),

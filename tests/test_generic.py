@@ -1,0 +1,120 @@
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.flatten_util import ravel_pytree
+
+from integrators import gradient_flow
+
+
+def _mlp_problem():
+    mlp = eqx.nn.MLP(2, 1, 3, 1, activation=jnp.tanh, key=jax.random.PRNGKey(0))
+    X = jax.random.normal(jax.random.PRNGKey(1), (6, 2), jnp.float64)
+    y = jnp.sin(X[:, 0]) + 0.5 * X[:, 1]
+
+    def loss(model, data):
+        X, y = data
+        return 0.5 * jnp.mean((jax.vmap(model)(X)[:, 0] - y) ** 2)
+
+    return mlp, loss, (X, y)
+
+
+def test_tanh_mlp_with_biases_against_solve_ivp():
+    from scipy.integrate import solve_ivp
+
+    mlp, loss, data = _mlp_problem()
+    ts = jnp.linspace(0.0, 3.0, 7)
+    sol = gradient_flow(mlp, loss, ts, args=data, time_scale=2.0, rtol=1e-11, atol=1e-11)
+    assert sol.ok
+    params, static = eqx.partition(mlp, eqx.is_inexact_array)
+    flat, unravel = ravel_pytree(params)
+    grad = jax.jit(jax.grad(lambda x: loss(eqx.combine(unravel(x), static), data)))
+    ref = solve_ivp(
+        lambda t, x: -2.0 * np.asarray(grad(jnp.asarray(x))),
+        (0.0, 3.0),
+        np.asarray(flat),
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    final, _ = ravel_pytree(eqx.partition(sol.model, eqx.is_inexact_array)[0])
+    np.testing.assert_allclose(final, ref.y[:, -1], atol=1e-6)
+    assert np.all(np.diff(np.asarray(sol.loss)) < 0)  # a gradient flow descends
+    np.testing.assert_allclose(sol.loss[0], loss(mlp, data))
+
+
+def test_deep_homogeneous_net_conserves_layer_balances():
+    # bias-free ReLU MLP: for every hidden unit, ||incoming||^2 - ||outgoing||^2 is conserved
+    mlp = eqx.nn.MLP(
+        3,
+        1,
+        4,
+        2,
+        activation=jax.nn.relu,
+        use_bias=False,
+        use_final_bias=False,
+        key=jax.random.PRNGKey(2),
+    )
+    X = jax.random.normal(jax.random.PRNGKey(3), (8, 3), jnp.float64)
+    y = jnp.abs(X[:, 0])
+
+    def loss(model, args):
+        return 0.5 * jnp.mean((jax.vmap(model)(X)[:, 0] - y) ** 2)
+
+    def balances(t, model, args):
+        W = [layer.weight for layer in model.layers]
+        return jnp.concatenate(
+            [jnp.sum(W[i] ** 2, axis=1) - jnp.sum(W[i + 1] ** 2, axis=0) for i in range(2)]
+        )
+
+    ts = jnp.linspace(0.0, 5.0, 6)
+    sol = gradient_flow(mlp, loss, ts, observables=balances, rtol=1e-10, atol=1e-10)
+    assert sol.ok and sol.loss[-1] < sol.loss[0]
+    drift = np.abs(np.asarray(sol.observables) - np.asarray(sol.observables[0]))
+    assert drift.max() < 1e-6
+
+
+def test_steady_state_event_trajectory_and_vmap():
+    model = eqx.nn.Linear(3, 1, key=jax.random.PRNGKey(4))
+    x = jnp.array([1.0, -2.0, 0.5])
+
+    def loss(m, target):
+        return 0.5 * jnp.sum((m(x) - target) ** 2)
+
+    ts = jnp.linspace(0.0, 20.0, 9)
+    sol = gradient_flow(model, loss, ts, args=1.0, steady_state=1e-6, save_model=True)
+    assert sol.ok and 0 < float(sol.steady_time) < 20.0
+    later = np.asarray(ts) > float(sol.steady_time)
+    assert later.any() and np.all(np.asarray(sol.grad_norm)[later] < 1e-6)
+    np.testing.assert_allclose(sol.loss[later], sol.loss[-1])
+    assert sol.trajectory.weight.shape == (9, 1, 3)
+    # a batch of models: eqx.filter_vmap over the model
+    mlp, mlp_loss, data = _mlp_problem()
+    keys = jax.random.split(jax.random.PRNGKey(5), 3)
+    models = eqx.filter_vmap(lambda k: eqx.nn.MLP(2, 1, 3, 1, activation=jnp.tanh, key=k))(keys)
+    batched = eqx.filter_vmap(lambda m: gradient_flow(m, mlp_loss, ts[:3], args=data))(models)
+    assert batched.loss.shape == (3, 3) and bool(jnp.all(batched.ok))
+
+
+@pytest.mark.slow
+def test_two_layer_relu_against_orthogonal_flow():
+    from dynamics import balanced_init, orthogonal_data, square_loss
+    from integrators import orthogonal_flow
+
+    X, y = orthogonal_data(4, key=jax.random.PRNGKey(0), dtype=jnp.float64)
+    model = balanced_init(5, 4, 0.05, key=jax.random.PRNGKey(1), dtype=jnp.float64)
+    tau = float(np.log(1 / 0.05))
+    ts = jnp.linspace(0.0, 6.0, 40)
+    ref = orthogonal_flow(X, y, model, ts, time_scale=tau, rtol=1e-10, atol=1e-10)
+    sol = gradient_flow(
+        model,
+        lambda m, d: square_loss(m, *d),
+        ts,
+        args=(X, y),
+        time_scale=tau,
+        rtol=1e-10,
+        atol=1e-10,
+    )
+    assert ref.ok and sol.ok
+    np.testing.assert_allclose(sol.loss, ref.loss, rtol=1e-6, atol=1e-10)
