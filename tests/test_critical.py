@@ -23,7 +23,7 @@ def test_hessian_spectrum_against_finite_differences_and_lanczos():
     mlp, loss, data = _problem()
     params, static = eqx.partition(mlp, eqx.is_inexact_array)
     flat, unravel = ravel_pytree(params)
-    grad = jax.grad(lambda x: loss(eqx.combine(unravel(x), static), data))
+    grad = jax.jit(jax.grad(lambda x: loss(eqx.combine(unravel(x), static), data)))
     h, P = 1e-5, flat.shape[0]
     cols = [(grad(flat + h * e) - grad(flat - h * e)) / (2 * h) for e in jnp.eye(P)]
     H = np.asarray(jnp.stack(cols, axis=1))

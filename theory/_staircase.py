@@ -21,6 +21,7 @@ while beta_2 ~ 1/d but it is what makes beta_2 decay like 1/t when lambda = 0. D
 terms are left out (the paper's "approximately"). `corrected=False` gives the paper's system.
 """
 
+import functools
 import math
 
 import diffrax
@@ -378,6 +379,12 @@ def typical_alignment(r: int, m: int) -> Float[Array, ""]:
     return 0.5 * (lo + hi)
 
 
+@functools.partial(jax.jit, static_argnames="activation")
+def _alignment_curves(p0, ts, activation):
+    """`tensor_power` from each of the starts p0 (r,), batched and compiled once."""
+    return jax.vmap(lambda p: tensor_power(p, ts, activation=activation))(p0)
+
+
 def _first_time(ts, ok):
     return jnp.where(jnp.any(ok), ts[jnp.argmax(ok)], jnp.inf)
 
@@ -468,7 +475,7 @@ def stage_times(
         p0 = check_value(
             p0, (p0 >= 0) & (p0 <= 1), "`initial_alignment` must lie in [0, 1] (squared cosines)"
         )
-    tp = jax.vmap(lambda p: tensor_power(p, ts, activation=activation))(p0)
+    tp = _alignment_curves(p0, ts, activation)
     tau4 = tau2 + _first_time(ts, jnp.mean(tp.ys, axis=0) >= 1.0 - eps)
     tp_ok = jnp.all(tp.ok)
     tp_result = RESULTS.where(tp_ok, RESULTS.successful, RESULTS.max_steps_reached)
