@@ -24,6 +24,8 @@ from jaxtyping import Array, Float
 from theory import RESULTS, Solution, diffrax_stats
 from theory.checks import check_positive, check_solver_options, check_time_grid, check_time_scale
 
+from ._flow import default_controller
+
 
 class GradientFlowSolution(Solution):
     """Result of `gradient_flow`.
@@ -152,9 +154,7 @@ def gradient_flow(
         args=args,
         saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save), diffrax.SubSaveAt(t1=True)]),
         stepsize_controller=(
-            diffrax.PIDController(rtol=rtol, atol=atol, pcoeff=0.4, icoeff=0.3)
-            if stepsize_controller is None
-            else stepsize_controller
+            default_controller(rtol, atol) if stepsize_controller is None else stepsize_controller
         ),
         event=event,
         max_steps=max_steps,
