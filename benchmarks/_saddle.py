@@ -68,7 +68,7 @@ def run(instance, log10_inv_alpha, n, width, rtol, labels="gaussian"):
     X, y, model = instance
     signs, directions = signs_and_directions(model, X)
     tau = time_scale(log10_inv_alpha, width)
-    pred = saddle_jumps(y, signs, directions, log_inv_alpha=tau)
+    pred = saddle_jumps(y, signs, directions, time_scale=tau)
     t1 = pred.horizon(HORIZON)
     ts = jnp.linspace(0.0, t1, GRID)
     sol = orthogonal_flow(X, y, model, ts, time_scale=tau, rtol=rtol, atol=rtol)

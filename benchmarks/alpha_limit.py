@@ -43,7 +43,7 @@ def make(key, log10_inv_alpha, n, width, rtol):
 def run(instance, log10_inv_alpha, n, width, rtol):
     y, signs, directions = instance
     tau = _saddle.time_scale(log10_inv_alpha, width)
-    pred = saddle_jumps(y, signs, directions, log_inv_alpha=tau)
+    pred = saddle_jumps(y, signs, directions, time_scale=tau)
     t1 = pred.horizon(HORIZON)
     ts = jump_time_grid(pred, t1, time_scale=tau)
     sol = vanishing_flow(y, signs, directions, ts, time_scale=tau, rtol=rtol, atol=rtol)

@@ -9,7 +9,7 @@ after a kill and finished chunks are loaded from `--out`).
 Algorithm 1 (`theory.saddle_jumps`) predicts the jump times; measured jump k is
 the first time the simulated loss falls below the midpoint between predicted plateaus k-1
 and k. Beside the alpha -> 0 limit, the finite-alpha prediction at the run's alpha
-(`saddle_jumps(..., log_inv_alpha=tau)`). `--labels sign` uses +-1 labels, where tied neurons
+(`saddle_jumps(..., time_scale=tau)`). `--labels sign` uses +-1 labels, where tied neurons
 jump simultaneously. Writes `results.json` and `staircase.png` to `--out`.
 
     python -m benchmarks.jump_times [--n 32] [--seeds 16] [--log10-inv-alpha 10 30 100]

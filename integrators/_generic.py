@@ -171,7 +171,7 @@ def gradient_flow(
         result = RESULTS.where(stopped, RESULTS.successful, result)
         # after a steady state every later save time holds the steady state's values
         at_stop = save(t_stop, final, args)
-        later = ts > t_stop
+        later = ts >= t_stop
 
         def fill(x, v):
             mask = later.reshape(later.shape + (1,) * (x.ndim - 1))

@@ -165,6 +165,12 @@ CASES = {
         (lambda: T.initial_alignment(jnp.ones(3), jnp.eye(3)), ValueError, "`W`"),
         (lambda: T.initial_alignment(jnp.ones((2, 3)), jnp.eye(2)), ValueError, "directions"),
         (lambda: T.initial_alignment(jnp.full((2, 3), NAN), jnp.eye(3)), ValueError, "W"),
+        (
+            lambda: T.initial_alignment(jnp.ones((2, 3)), jnp.eye(3).at[0, 0].set(NAN)),
+            ValueError,
+            "directions",
+        ),
+        (lambda: T.initial_alignment(jnp.ones((2, 3)), 2 * jnp.eye(3)), ValueError, "orthonormal"),
     ],
     "typical_alignment": [(lambda: T.typical_alignment(0, 4), ValueError, "`r`")],
 }
@@ -197,6 +203,7 @@ CASES["stage_times"] += [
     (lambda: T.stage_times(**_ST | {"weight_decay": 100.0}), ValueError, "equilibrium"),
     (lambda: T.stage_times(**_ST, eta=1.5), ValueError, "eta"),
     (lambda: T.stage_times(**_ST, initial_alignment=1.5), ValueError, "initial_alignment"),
+    (lambda: T.stage_times(**_ST, initial_alignment=jnp.ones(3)), ValueError, "initial_alignment"),
 ]
 CASES["coverage_width"] += [(lambda: T.coverage_width(2.5), ValueError, "`n` must be an integer")]
 
@@ -208,8 +215,9 @@ CASES["bayes_error"] += [(lambda: T.bayes_error(-1.0), ValueError, "signal")]
 
 
 CASES["saddle_jumps"] += [
-    (lambda: T.saddle_jumps(Y, S, D, log_inv_alpha=-1.0), ValueError, "log_inv_alpha"),
-    (lambda: T.saddle_jumps(Y, S, D, log_inv_alpha=jnp.ones(2)), ValueError, "log_inv_alpha"),
+    (lambda: T.saddle_jumps(Y, S, D, time_scale=-1.0), ValueError, "time_scale"),
+    (lambda: T.saddle_jumps(Y, S, D, time_scale=jnp.ones(2)), ValueError, "time_scale"),
+    (lambda: T.saddle_jumps(Y, S, D, time_scale=8.0), ValueError, ">= 20"),
     (
         lambda: T.saddle_jumps(jnp.zeros(0), jnp.zeros(0), jnp.zeros((0, 0))),
         ValueError,

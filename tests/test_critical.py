@@ -34,6 +34,27 @@ def test_hessian_spectrum_against_finite_differences_and_lanczos():
     np.testing.assert_allclose(lanczos, np.r_[exact[:2], exact[-2:]], atol=1e-10)
 
 
+def test_lanczos_survives_an_invariant_subspace():
+    # H = I: the Krylov space closes after one step; the restart keeps every Ritz value 1
+    class P(eqx.Module):
+        p: jax.Array
+
+    eig = hessian_spectrum(P(jnp.zeros(100)), lambda m, a: 0.5 * jnp.sum(m.p**2), k=3)
+    np.testing.assert_allclose(eig, np.ones(6), atol=1e-12)
+    # a random SPD quadratic: exact at steps = P, and the largest converge first
+    A = jax.random.normal(jax.random.PRNGKey(0), (60, 60))
+    H = A @ A.T / 60 + jnp.diag(jnp.linspace(0.0, 5.0, 60))
+
+    def quad(m, a):
+        return 0.5 * m.p @ H @ m.p
+
+    exact = np.linalg.eigvalsh(np.asarray(H))
+    full = hessian_spectrum(P(jnp.zeros(60)), quad, k=2, steps=60)
+    np.testing.assert_allclose(full, np.r_[exact[:2], exact[-2:]], rtol=1e-8)
+    part = hessian_spectrum(P(jnp.zeros(60)), quad, k=2)
+    np.testing.assert_allclose(part[-1], exact[-1], rtol=1e-8)
+
+
 def test_critical_point_polishes_a_flow_to_a_minimum():
     # 13 parameters, 6 data: the minima form a manifold (a singular Hessian); the Newton step
     # is the least-squares one

@@ -89,6 +89,11 @@ def test_steady_state_event_and_trajectory():
     assert later.any() and np.all(np.asarray(sol.grad_norm)[later] < 1e-6)
     np.testing.assert_allclose(sol.loss[later], sol.loss[-1])
     assert sol.trajectory.weight.shape == (9, 1, 3)
+    # started at the steady state: every saved value is the start's
+    still = gradient_flow(sol.model, loss, ts, args=1.0, steady_state=1e-3)
+    assert still.ok and float(still.steady_time) == 0.0
+    np.testing.assert_allclose(still.loss, still.loss[0])
+    assert np.all(np.isfinite(np.asarray(still.loss)))
 
 
 @pytest.mark.slow

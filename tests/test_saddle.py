@@ -255,15 +255,22 @@ def test_finite_alpha_one_neuron_is_the_logistic_midpoint():
     # one neuron, one sample: ell = -1 + Y t + kappa / tau with kappa = log((1 + c)/2) from the
     # alignment phase, then the logistic u' = 2 tau (Y - u) u / n crosses u = Y (1 - 1/sqrt 2)
     Y, c, tau = 2.0, 0.6, 50.0
-    p = saddle_jumps(jnp.array([Y]), jnp.array([1.0]), jnp.array([[c]]), log_inv_alpha=tau)
+    p = saddle_jumps(jnp.array([Y]), jnp.array([1.0]), jnp.array([[c]]), time_scale=tau)
     kappa = math.log((1 + c) / 2)
     expected = 1 / Y + (math.log(Y) - 2 * kappa - math.log(1 + math.sqrt(2))) / (2 * Y * tau)
-    assert p.ok and float(p.log_inv_alpha) == tau
+    assert p.ok and float(p.time_scale) == tau
     # to 0.2% of the correction (1.3e-3): the crossing is interpolated between saved points
     np.testing.assert_allclose(p.times_finite_alpha[0], expected, atol=2e-6)
     assert abs(float(p.times_finite_alpha[0]) - 1 / Y) > 1e-3
     np.testing.assert_allclose(p.cost_finite_alpha, Y, rtol=1e-6)
     assert float(p.times[0]) == 1 / Y  # the limit is unchanged
+    # padded jumps are +inf, as in the limit; a time scale below 20 is refused
+    two = saddle_jumps(
+        jnp.ones(2), jnp.ones(2), jnp.array([[0.6, 0.8], [-0.6, -0.8]]), time_scale=tau
+    )
+    assert int(two.num_jumps) == 1 and float(two.times_finite_alpha[1]) == np.inf and two.ok
+    with pytest.raises(ValueError, match="time_scale"):
+        saddle_jumps(jnp.array([Y]), jnp.array([1.0]), jnp.array([[c]]), time_scale=5.0)
     # in the limit the finite-alpha fields are the limit's
     q = saddle_jumps(jnp.array([Y]), jnp.array([1.0]), jnp.array([[c]]))
     assert float(q.times_finite_alpha[0]) == float(q.times[0]) and q.curve_ts is None

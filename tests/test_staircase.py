@@ -141,6 +141,11 @@ def test_weight_decay_plateaus_and_measured_stage_times():
     np.testing.assert_allclose(eq.loss_at(eq.mass, 2)[2], eq.loss[2])
     eq0 = stage_equilibria("abs", 4, 20, 0.0)
     np.testing.assert_allclose(eq0.relax(eq.mass[2], jnp.array([1e3]), 2), [4.0])
+    for bad in (3, -1, True):
+        with pytest.raises(ValueError, match="stage"):
+            eq.loss_at(2.0, bad)
+    with pytest.raises(ValueError, match="alpha"):
+        eq.loss_at(-1.0, 2)
     ts = np.arange(5.0)
     times = measured_stage_times(
         ts,

@@ -32,8 +32,9 @@ sizes are its amplitudes; every other neuron's kappa is updated by the closed fo
 
 **Finite alpha (`finite_alpha_curve`).** The same inner ODE with every neuron at its actual size
 e^(L_j), L_j(0) = -log(1/alpha): windows of fast time around each entry of a neuron into the
-nonlinear range (L > -S0), closed-form plateaus between them. Exact up to e^(-2 S0) terms and
-the ODE tolerance, it carries every O(1/log(1/alpha)) correction to Algorithm 1: the alignment
+nonlinear range (L > -S0), closed-form plateaus between them. For log(1/alpha) > S0 (the
+neurons start below e^-S0; `saddle_jumps` asks for >= 20) it is exact up to e^(-2 S0) terms
+and the ODE tolerance, it carries every O(1/log(1/alpha)) correction to Algorithm 1: the alignment
 phase (kappa / tau), the midpoint crossing of a logistic jump (n ln||y_S|| / (2 tau ||y_S||)
 for one neuron), and the sample sharing of near-tied neurons (their components on a shared
 sample decay only like e^(-tau G gap)). It returns the predicted loss curve.

@@ -74,11 +74,12 @@ class SaddleJumps(Solution):
       jumping at t_k (`inf` where none could). Below ~ n / (log(1/alpha) ||y_S||) the two
       jumps overlap at that alpha: a near tie, whose sample sharing only the finite-alpha
       prediction captures.
-    - `log_inv_alpha`: tau = log(1/alpha) of the finite-alpha prediction (`inf`: the limit).
-    - `times_finite_alpha` (K,), `cost_finite_alpha`: the jump times (midpoint crossings of
-      the predicted loss curve, as `crossing_times` measures a simulation) and the final cost
-      at that alpha; equal to `times` and `cost` in the limit. `curve_ts`, `curve_loss`: the
-      predicted loss curve (`None` in the limit).
+    - `time_scale`: tau = log(1/alpha) of the finite-alpha prediction (`inf`: the limit).
+    - `times_finite_alpha` (K,, padded with `+inf`), `cost_finite_alpha`: the jump times
+      (midpoint crossings of the predicted loss curve, as `crossing_times` measures a
+      simulation) and the final cost at that alpha; equal to `times` and `cost` in the limit.
+      `curve_ts`, `curve_loss` (P,): the predicted loss curve, (2K + 3) windows of 1024
+      points each (windows that did not run repeat their time), `None` in the limit.
     - `result`, `stats`: the fast-phase solves' outcome and steps (`theory.Solution`).
 
     Two samples, two neurons of opposite signs: each fits its own sample.
@@ -101,7 +102,7 @@ class SaddleJumps(Solution):
     num_jumps: Int[Array, ""]
     rates: Float[Array, "K m"]
     tie_gaps: Float[Array, " K"]
-    log_inv_alpha: Float[Array, ""]
+    time_scale: Float[Array, ""]
     times_finite_alpha: Float[Array, " K"]
     cost_finite_alpha: Float[Array, ""]
     curve_ts: Float[Array, " P"] | None = None
@@ -171,7 +172,7 @@ def saddle_jumps(
     signs: Float[Array, " m"],
     directions: Float[Array, "m n"],
     *,
-    log_inv_alpha=None,
+    time_scale=None,
 ) -> SaddleJumps:
     """Predict the jump process of a balanced small initialization (Algorithm 1), with
     simultaneous jumps resolved, in the limit alpha -> 0 and optionally at finite alpha.
@@ -199,10 +200,13 @@ def saddle_jumps(
     - `directions` (m, n): directions[j, i] = <u_j, x_i> (their signs fix the supports; their
       values the prefactors that resolve ties and the finite-alpha corrections). A row longer
       than 1, which no unit u_j gives, is scaled to length 1.
-    - `log_inv_alpha`: tau = log(1/alpha) > 0 for the finite-alpha prediction
+    - `time_scale`: tau = log(1/alpha) >= 20 (alpha <= 2e-9) for the finite-alpha prediction
       (`times_finite_alpha`, `cost_finite_alpha`, `curve_*`): the fast-time ODE of every
       neuron at its actual size, with closed-form plateaus, which carries Algorithm 1's
-      O(1/tau) corrections. `None` (default): the limit only.
+      O(1/tau) corrections. Its plateaus need the neurons to start below e^-18; for larger
+      alpha simulate the flow itself (`integrators.orthogonal_flow`). `None` (default): the
+      limit only. A real jump the predicted curve never crosses sets `result` to
+      `RESULTS.uncrossed`.
 
     **Returns:** a `SaddleJumps`, padded to K = min(m, n) jumps. Jit-compiled; `jax.vmap` over
     a leading seed axis for batches. Bad shapes or signs raise `ValueError` (under an outer
@@ -231,10 +235,19 @@ def saddle_jumps(
     # the fast phases matter only where a group's supports overlap; skip them when none does
     resolve = not concrete or bool(np.any(np.asarray(base["overlap"])))
     pred = _limit(y, signs, directions, base, resolve)
-    if log_inv_alpha is None:
+    if time_scale is None:
         return pred
-    tau = jnp.asarray(check_positive("log_inv_alpha", log_inv_alpha, scalar=True), y.dtype)
+    tau = check_time_scale(time_scale, y.dtype)
+    tau = check_value(
+        tau,
+        tau >= _MIN_TIME_SCALE,
+        f"`time_scale` of the finite-alpha prediction must be >= {_MIN_TIME_SCALE:g} "
+        f"(alpha <= 2e-9), got {time_scale}",
+    )
     return _finite_alpha(pred, y, signs, directions, tau)
+
+
+_MIN_TIME_SCALE = 20.0  # the windows open at e^-18: neurons must start below it
 
 
 _TIE = 1e-9  # neurons whose waits agree to 1e-9 (relative to t) jump together
@@ -323,7 +336,7 @@ def _limit(y, signs, directions, base, resolve) -> SaddleJumps:
         num_jumps=jnp.sum(real),
         rates=base["rates"],
         tie_gaps=base["tie_gaps"],
-        log_inv_alpha=jnp.asarray(jnp.inf, y.dtype),
+        time_scale=jnp.asarray(jnp.inf, y.dtype),
         times_finite_alpha=base["times"],
         cost_finite_alpha=cost,
         result=result,
@@ -336,11 +349,14 @@ def _finite_alpha(pred: SaddleJumps, y, signs, directions, tau) -> SaddleJumps:
     ts, loss, cost, result, steps = _fast_phase.finite_alpha_curve(
         y, signs, directions, tau, pred.horizon(2.0)
     )
-    times = _crossings(ts, loss, pred.initial_plateau, pred.plateaus)
+    real = jnp.isfinite(pred.times)
+    times = jnp.where(real, _crossings(ts, loss, pred.initial_plateau, pred.plateaus), jnp.inf)
     result = RESULTS.where(pred.ok, result, pred.result)
+    crossed = jnp.all(~jnp.isnan(times))
+    result = RESULTS.where(crossed | (result != RESULTS.successful), result, RESULTS.uncrossed)
     return eqx.tree_at(
         lambda p: (
-            p.log_inv_alpha,
+            p.time_scale,
             p.times_finite_alpha,
             p.cost_finite_alpha,
             p.curve_ts,

@@ -24,6 +24,10 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "Try a smaller `learning_rate`."
     )
     infeasible = "The program is infeasible: no point satisfies its constraints."
+    uncrossed = (
+        "A predicted jump was never crossed by the predicted loss curve (the prediction did "
+        "not reach it before its horizon)."
+    )
 
 
 def diffrax_stats(sol: diffrax.Solution) -> dict:
