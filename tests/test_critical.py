@@ -55,6 +55,7 @@ def test_lanczos_survives_an_invariant_subspace():
     np.testing.assert_allclose(part[-1], exact[-1], rtol=1e-8)
 
 
+@pytest.mark.slow
 def test_critical_point_polishes_a_flow_to_a_minimum():
     # 13 parameters, 6 data: the minima form a manifold (a singular Hessian); the Newton step
     # is the least-squares one

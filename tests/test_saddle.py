@@ -229,6 +229,7 @@ def test_simultaneous_jumps_share_samples_as_the_flow_does():
     np.testing.assert_allclose(saddle_jumps(y, signs, Ds).cost, math.sqrt(5.0), rtol=1e-7)
 
 
+@pytest.mark.slow
 def test_groups_and_tie_gaps_are_consistent():
     keys = jax.random.split(jax.random.PRNGKey(11), 6)
     y, signs, directions = jax.vmap(_random_instance, in_axes=(0, None, None))(keys, 8, 20)
