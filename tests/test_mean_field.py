@@ -7,6 +7,7 @@ from dynamics import MeanFieldNet, mean_field_init, population_loss, standard_ta
 from integrators import RESULTS, check_memory, mean_field_flow
 
 
+@pytest.mark.slow
 def test_flow_decreases_the_loss_and_follows_the_plain_gradient():
     target = standard_target(2, 6)
     net = mean_field_init(12, 6, key=jax.random.PRNGKey(0))

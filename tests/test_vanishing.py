@@ -19,6 +19,7 @@ def _horizon(pred, factor=1.3):
     return float(pred.horizon(factor))
 
 
+@pytest.mark.slow
 def test_agrees_with_the_plain_flow_at_alpha_1e30():
     X, y, model, signs, dirs = _instance(jax.random.PRNGKey(3), alpha=1e-30)
     tau = float(jnp.log(1e30))
