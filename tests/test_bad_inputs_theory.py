@@ -173,6 +173,12 @@ CASES = {
         (lambda: T.initial_alignment(jnp.ones((2, 3)), 2 * jnp.eye(3)), ValueError, "orthonormal"),
     ],
     "typical_alignment": [(lambda: T.typical_alignment(0, 4), ValueError, "`r`")],
+    "loss_plateaus": [
+        (lambda: T.loss_plateaus(np.arange(4.0), np.ones(3)), ValueError, "`loss`"),
+        (lambda: T.loss_plateaus(np.arange(4.0), np.zeros(4)), ValueError, "> 0"),
+        (lambda: T.loss_plateaus(np.arange(4.0), np.ones(4), min_drop=2.0), ValueError, "min_drop"),
+        (lambda: T.loss_plateaus(np.arange(2.0), np.ones(2)), ValueError, "3 save times"),
+    ],
 }
 
 _LV = dict(c0=1.0, c2=1.0, r=1, d=2, weight_decay=0.0)

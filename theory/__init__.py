@@ -30,6 +30,7 @@ from ._margin import (
     signal_regime as signal_regime,
 )
 from ._nnqp import NNQPSolution as NNQPSolution, nnqp as nnqp
+from ._plateaus import loss_plateaus as loss_plateaus
 from ._saddle import (
     SaddleJumps as SaddleJumps,
     coverage_width as coverage_width,
