@@ -54,22 +54,22 @@ MAX_STEPS = 100_000
 POINTS = 1024  # loss points saved per finite-alpha window (crossings to ~1e-6 in t)
 
 
+def _residual(E0, D, psi, signs, y, active, fitted):
+    """r = h - y with h = sum_j s_j e^(2 (E0_j + D_j)) relu(psi_j) over the active neurons (0 on
+    the samples marked fitted)."""
+    size2 = jnp.where(active, jnp.exp(jnp.minimum(2.0 * (E0 + D), _MAX_LOG_SIZE2)), 0.0)
+    return jnp.where(fitted, 0.0, (signs * size2) @ jax.nn.relu(psi) - y)
+
+
 def _field(s, state, args):
     D, psi = state
     E0, signs, y, active, fitted = args
     n = y.shape[0]
-    size2 = jnp.where(active, jnp.exp(jnp.minimum(2.0 * (E0 + D), _MAX_LOG_SIZE2)), 0.0)
-    act = jax.nn.relu(psi)
-    r = jnp.where(fitted, 0.0, (signs * size2) @ act - y)
-    dD = jnp.where(active, -signs * (act @ r) / n, 0.0)
+    r = _residual(E0, D, psi, signs, y, active, fitted)
+    dD = jnp.where(active, -signs * (jax.nn.relu(psi) @ r) / n, 0.0)
     live = (psi > 0) & active[:, None]
     dpsi = jnp.where(live, -(signs[:, None] * r[None, :] / n + psi * dD[:, None]), 0.0)
     return dD, dpsi
-
-
-def _residual(E0, D, psi, signs, y, active, fitted):
-    size2 = jnp.where(active, jnp.exp(jnp.minimum(2.0 * (E0 + D), _MAX_LOG_SIZE2)), 0.0)
-    return jnp.where(fitted, 0.0, (signs * size2) @ jax.nn.relu(psi) - y)
 
 
 def window(E0, psi, signs, y, active, fitted, s0, s1, save_ts=None):
