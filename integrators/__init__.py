@@ -41,6 +41,10 @@ from ._sweep import (
     pick_batch_size as pick_batch_size,
     sweep as sweep,
 )
+from ._two_layer import (
+    TwoLayerFlowSolution as TwoLayerFlowSolution,
+    two_layer_flow as two_layer_flow,
+)
 from ._vanishing import (
     VanishingSolution as VanishingSolution,
     vanishing_flow as vanishing_flow,

@@ -28,6 +28,10 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "A predicted jump was never crossed by the predicted loss curve (the prediction did "
         "not reach it before its horizon)."
     )
+    kink_limited = (
+        "The flow used up its `max_kink_events` (ReLU kink crossings, sliding entries and exits) "
+        "before the end of the time grid: raise `max_kink_events`."
+    )
 
 
 def diffrax_stats(sol: diffrax.Solution) -> dict:

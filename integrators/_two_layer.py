@@ -1,0 +1,436 @@
+"""The small-initialization two-layer flow on any inputs (`two_layer_flow`), kinks included.
+
+The net h(x) = sum_j a_j relu(w_j . x) on inputs X (n, d), L = 1/(2n) sum_i (h(x_i) - y_i)^2,
+under the rescaled flow d theta/dt = -tau grad L. Unlike `orthogonal_flow` the rows of X may
+be correlated, of any norm, and n may exceed d.
+
+**Data basis with the Gram coupling.** With pre-activations z_ji = <w_j, x_i>, G = X X^T and
+r = h - y, the flow is exactly
+
+    da_j/dt = -tau/n sum_i r_i relu(z_ji),      dz_j/dt = -tau/n a_j G (r * s_j),
+
+where s_ji = 1[z_ji > 0]. The part of w_j outside the row space of X never moves, and
+w_j(t) = w_j(0) + (z_j(t) - z_j(0)) X^+^T. Through G an inactive pre-activation (z_ji < 0)
+moves too, so it can wake up: this is what makes correlated inputs differ from orthonormal
+ones.
+
+**Per-neuron log scale.** Each neuron is theta_j = (a_j, z_j) = exp(kappa_j) psi_j with the
+gauge d kappa_j/dt = -tau <psi_j, g_j> / ||psi_j||^2 (g_j the neuron's gradient divided by
+exp(kappa_j)), which keeps ||psi_j|| = 1: every component is O(1) whatever the neuron's size,
+so the absolute + relative tolerance is relative to each neuron's size at alpha = 1e-30 as
+at alpha = 1.
+
+**Kinks: event-located crossings and Filippov sliding.** The field is discontinuous where a
+pre-activation crosses 0. Between kink events the activation pattern is held fixed (each
+z_ji is active, inactive or *sliding*), which makes the field smooth, so the adaptive solver
+never straddles a discontinuity: a diffrax event (bisection on the dense output) locates the
+first z_ji to reach 0 (or the first sliding weight to reach 0 or 1), the solve stops there,
+and the pattern is updated by the one-sided fields. With d_+ and d_- the velocities of z_ji
+with sample i counted active or inactive for neuron j:
+
+- d_+ and d_- both > 0 (both < 0, or d_- <= 0 < d_+): the flow crosses (or stays out):
+  sample i becomes active (inactive).
+- d_- > 0 >= d_+: both sides push into the kink and the solution *slides* along it. This is
+  the differential inclusion's Filippov solution, the limit of gradient descent as its step
+  goes to 0 (GD chatters across the kink, a fraction sigma_ji of its steps on the active
+  side). While sliding, z_ji = 0 exactly and the weights sigma_j on neuron j's sliding set
+  S solve (G (r * s_j))_S = 0 with s_ji = sigma_ji on S; a sliding entry leaves the kink
+  when its sigma_ji reaches 1 (it activates) or 0 (it falls inactive).
+
+The accuracy is the solver's tolerance away from the kinks and the root finder's (1e-13 in
+time) at them: nothing is smoothed and no step is forced. Each event restarts the solver; the
+number of events is `num_kink_events` in `stats` (and `num_sliding_entries`). A solve that
+uses up `max_kink_events` before `ts[-1]` stops there with `result` = `RESULTS.kink_limited`.
+
+**Which dynamics.** This is the flow of the float64 Gram matrix it is given. At small alpha,
+rounding-level coupling (1e-16) is far above alpha and wakes frozen pre-activations (see
+`orthogonal_flow`): Gram entries within `gram_tol` of the identity's are therefore set to it,
+so orthonormal inputs give exactly the orthonormal flow.
+"""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optimistix as optx
+from jaxtyping import Array, Float, Int
+
+from dynamics import TwoLayerReLU
+from theory import RESULTS, Solution
+from theory.checks import (
+    check_finite,
+    check_positive,
+    check_positive_int,
+    check_shape,
+    check_solver_options,
+    check_time_grid,
+    check_time_scale,
+    inexact,
+)
+
+from ._flow import _safe_log_norm, default_controller
+
+INACTIVE, ACTIVE, SLIDING = 0, 1, 2
+_MAX_LOG_SIZE = 600.0  # caps exp(2 kappa) in trial stages (see `_vanishing`)
+_KINK_TOL = 1e-9  # pre-activations (in units of the neuron's size) treated as on the kink
+_NUDGE = 1e-13  # where a classified entry restarts, on its side of the kink
+_RELEASE_ROUNDS = 3  # re-solves of the sliding weights after a release
+
+
+class _TimeBisection(optx.Bisection):
+    """Bisection that stops on the bracket's width alone. The event condition can be noisy
+    near a fitted interpolator (the sliding weights are ratios of residuals of size 1e-13),
+    where optimistix's |f| < atol never holds; the time is located all the same."""
+
+    def terminate(self, fn, y, args, options, state, tags):
+        del fn, args, options, tags
+        width = jnp.abs(state.lower - state.upper)
+        return width < self.atol + self.rtol * jnp.abs(y), optx.RESULTS.successful
+
+
+class TwoLayerFlowSolution(Solution):
+    """Result of `two_layer_flow`.
+
+    - `ts` (T,): save times; `loss` (T,): L there; `log_scale` (T, m): kappa_j, the log size
+      ||(a_j, z_j)|| of every neuron (finite where exp(kappa) underflows).
+    - `model`: the net at `ts[-1]`; `trajectory`: the net at every save time (leading axis T)
+      when `save_params=True`, else `None`.
+    - `pattern` (m, n): the final activation pattern of z_ji: 0 inactive, 1 active,
+      2 sliding (on the kink).
+    - `time_scale`: tau; `gram` (n, n): the Gram matrix the flow used (after `gram_tol`).
+    - `stats`: `num_steps`, `num_accepted_steps`, `num_rejected_steps` summed over the
+      solves between kinks, `num_kink_events` and `num_sliding_entries`.
+    - `result`: a `theory.RESULTS` item (`kink_limited` when `max_kink_events` ran out).
+
+    >>> X = jnp.array([[1.0, 0.0], [0.6, 0.8]])  # correlated: <x_1, x_2> = 0.6
+    >>> model = TwoLayerReLU(jnp.array([1e-3]), 1e-3 * jnp.array([[0.8, 0.6]]))
+    >>> sol = two_layer_flow(model, X, jnp.array([1.0, 1.0]), jnp.array([0.0, 4.0]),
+    ...                      time_scale=jnp.log(1e3))
+    >>> bool(sol.ok), bool(sol.loss[-1] < 1e-8), sol.pattern.tolist()
+    (True, True, [[1, 1]])
+    """
+
+    ts: Float[Array, " T"]
+    loss: Float[Array, " T"]
+    log_scale: Float[Array, "T m"]
+    model: TwoLayerReLU
+    trajectory: TwoLayerReLU | None
+    pattern: Int[Array, "m n"]
+    time_scale: Float[Array, ""]
+    gram: Float[Array, "n n"]
+
+
+class _Frame(eqx.Module):
+    G: Float[Array, "n n"]
+    y: Float[Array, " n"]
+    tau: Float[Array, ""]
+    mode: Int[Array, "m n"]
+
+
+def _residual(kappa, psi, frame):
+    pa, pz = psi[:, 0], psi[:, 1:]
+    act = jnp.where(frame.mode == ACTIVE, pz, 0.0)
+    h = (jnp.exp(jnp.minimum(2.0 * kappa, _MAX_LOG_SIZE)) * pa) @ act
+    return act, h - frame.y
+
+
+def _sliding_weights(r, frame):
+    """sigma (m, n) on the sliding entries: (G (r * s_j))_S = 0 for each neuron's set S."""
+    S = frame.mode == SLIDING
+    n = r.shape[0]
+
+    def solve():
+        eye = jnp.eye(n, dtype=r.dtype)
+        both = S[:, :, None] & S[:, None, :]
+        M = jnp.where(both, frame.G[None] * r[None, None, :], eye[None])
+        b = jnp.where(S, -(jnp.where(frame.mode == ACTIVE, r[None, :], 0.0) @ frame.G), 0.0)
+        sigma = jnp.linalg.solve(M, b[..., None])[..., 0]
+        # a singular system (a sliding sample already fitted, r_i = 0) releases the entry
+        return jnp.where(S, jnp.where(jnp.isfinite(sigma), sigma, -1.0), 0.0)
+
+    return jax.lax.cond(jnp.any(S), solve, lambda: jnp.zeros_like(r, shape=S.shape))
+
+
+def _field_parts(kappa, psi, frame):
+    n = frame.y.shape[0]
+    pa, pz = psi[:, 0], psi[:, 1:]
+    act, r = _residual(kappa, psi, frame)
+    sigma = _sliding_weights(r, frame)
+    s = jnp.where(frame.mode == ACTIVE, 1.0, jnp.where(frame.mode == SLIDING, sigma, 0.0))
+    g_a = act @ r / n
+    g_z = pa[:, None] * ((s * r[None, :]) @ frame.G) / n
+    return pa, pz, r, sigma, g_a, g_z
+
+
+def _vector_field(t, state, frame):
+    kappa, psi = state
+    pa, pz, _, _, g_a, g_z = _field_parts(kappa, psi, frame)
+    norm2 = pa * pa + jnp.sum(pz * pz, axis=1)
+    dkappa = -frame.tau * (pa * g_a + jnp.sum(pz * g_z, axis=1)) / jnp.where(norm2 > 0, norm2, 1.0)
+    dpa = -frame.tau * g_a - pa * dkappa
+    dpz = jnp.where(frame.mode == SLIDING, 0.0, -frame.tau * g_z - pz * dkappa[:, None])
+    return dkappa, jnp.concatenate([dpa[:, None], dpz], axis=1)
+
+
+def _distance(state, frame):
+    """How far each entry is from changing its pattern (> 0 inside): z for active entries,
+    -z for inactive ones, min(sigma, 1 - sigma) for sliding ones."""
+    kappa, psi = state
+    pz = psi[:, 1:]
+    _, r = _residual(kappa, psi, frame)
+    sigma = _sliding_weights(r, frame)
+    return jnp.where(
+        frame.mode == ACTIVE,
+        pz,
+        jnp.where(frame.mode == INACTIVE, -pz, jnp.minimum(sigma, 1.0 - sigma)),
+    )
+
+
+def _event_condition(t, y, args, **kwargs):
+    return jnp.min(_distance(y, args))
+
+
+def _classify(state, frame, candidates):
+    """New pattern and state after a kink event: `candidates` (m, n) are put on the kink
+    (z = 0) and classified by their one-sided velocities; then sliding entries whose weight
+    left (0, 1) are released; classified entries restart a hair off the kink on their side."""
+    kappa, psi = state
+    n = frame.y.shape[0]
+    psi = psi.at[:, 1:].set(jnp.where(candidates, 0.0, psi[:, 1:]))
+    mode = jnp.where(candidates & (frame.mode == SLIDING), INACTIVE, frame.mode)
+    base = eqx.tree_at(lambda f: f.mode, frame, mode)
+    pa, _, r, sigma, _, _ = _field_parts(kappa, psi, base)
+    s = jnp.where(mode == ACTIVE, 1.0, jnp.where(mode == SLIDING, sigma, 0.0))
+    s_minus = jnp.where(candidates, 0.0, s)  # each candidate counted inactive ...
+    d_minus = -pa[:, None] * ((s_minus * r[None, :]) @ frame.G) / n
+    d_plus = d_minus - pa[:, None] * (jnp.diag(frame.G) * r)[None, :] / n  # ... and active
+    new = jnp.where(
+        (d_minus > 0) & (d_plus > 0),
+        ACTIVE,
+        jnp.where((d_minus > 0) & (d_plus <= 0), SLIDING, INACTIVE),
+    )
+    was_sliding = frame.mode == SLIDING
+    mode = jnp.where(candidates, new, mode)
+    released = jnp.zeros_like(candidates)
+    for _ in range(_RELEASE_ROUNDS):
+        here = eqx.tree_at(lambda f: f.mode, frame, mode)
+        sigma = _sliding_weights(_residual(kappa, psi, here)[1], here)
+        up = (mode == SLIDING) & (sigma >= 1.0 - _KINK_TOL)
+        down = (mode == SLIDING) & (sigma <= _KINK_TOL)
+        mode = jnp.where(up, ACTIVE, jnp.where(down, INACTIVE, mode))
+        released = released | up | down
+    entered = candidates & (mode == SLIDING) & ~was_sliding
+    moved = candidates | released
+    side = jnp.where(mode == ACTIVE, _NUDGE, jnp.where(mode == INACTIVE, -_NUDGE, 0.0))
+    psi = psi.at[:, 1:].set(jnp.where(moved, side, psi[:, 1:]))
+    return (kappa, psi), mode, jnp.sum(entered)
+
+
+def _initial(model: TwoLayerReLU, X):
+    Z = model.W @ X.T
+    theta = jnp.concatenate([model.a[:, None], Z], axis=1)
+    dead = ~jnp.any(theta != 0, axis=1)
+    kappa = jnp.where(dead, 0.0, _safe_log_norm(jnp.where(dead[:, None], 1.0, theta)))
+    psi = jnp.exp(jnp.log(jnp.abs(theta)) - kappa[:, None]) * jnp.sign(theta)
+    mode = jnp.where(Z > 0, ACTIVE, INACTIVE)
+    return (kappa, psi), mode, Z
+
+
+def _to_model(kappa, psi, model0: TwoLayerReLU, Z0, X_pinv):
+    size = jnp.exp(kappa)[:, None]
+    Z = size * psi[:, 1:]
+    return TwoLayerReLU(size[:, 0] * psi[:, 0], model0.W + (Z - Z0) @ X_pinv.T)
+
+
+def two_layer_flow(
+    model: TwoLayerReLU,
+    X: Float[Array, "n d"],
+    y: Float[Array, " n"],
+    ts: Float[Array, " T"],
+    *,
+    time_scale=1.0,
+    rtol: float = 1e-8,
+    atol: float = 1e-8,
+    max_steps: int = 100_000,
+    max_kink_events: int = 4096,
+    gram_tol: float | None = None,
+    save_params: bool = False,
+    solver: diffrax.AbstractAdaptiveSolver | None = None,
+    throw: bool = False,
+) -> TwoLayerFlowSolution:
+    """The rescaled flow d theta/dt = -tau grad L of the two-layer ReLU net on any inputs.
+
+    h(x) = sum_j a_j relu(w_j . x) (relu'(0) = 0), L = 1/(2n) sum_i (h(x_i) - y_i)^2, from
+    `model` at t = 0; integrated in the data basis with the Gram coupling, a per-neuron log
+    scale and event-located kinks with Filippov sliding (module docstring). On orthonormal X
+    it is the flow of `orthogonal_flow`; on correlated X it reaches alpha = 1e-30 (and any
+    alpha whose alpha**2 float64 holds) with tolerances relative to each neuron's size.
+
+    **Arguments:**
+
+    - `model`: a `TwoLayerReLU` (m neurons, input dimension d); `X` (n, d): inputs, any rows
+      with a finite Gram matrix; `y` (n,): labels.
+    - `ts` (T,): increasing save times from t = 0; `time_scale`: tau > 0 (log(1/alpha)).
+    - `rtol`, `atol`, `max_steps`: PI step control (as the other flows) and the step budget
+      of each solve between kinks; `solver`: any adaptive diffrax solver (default Dopri5).
+    - `max_kink_events`: how many kink events (crossings, sliding entries and exits) the solve
+      may process before it stops with `RESULTS.kink_limited`.
+    - `gram_tol`: Gram entries within this of the identity's are set to it (default
+      64 n eps of the dtype: rounding, not data); 0 keeps X X^T as computed.
+    - `save_params`: also return the net at every save time. `throw=True` raises on failure.
+
+    **Returns:** a `TwoLayerFlowSolution`. `jax.jit` and `jax.vmap` over models and data
+    work (a batch runs as many kink events as its slowest member).
+
+    Two correlated samples with labels of opposite sign: one neuron fits one sample while the
+    other sample's pre-activation slides on its kink (GD chatters there):
+
+    >>> X = jnp.array([[1.0, 0.0], [0.6, 0.8]])
+    >>> model = TwoLayerReLU(jnp.array([1e-4]), 1e-4 * jnp.array([[0.6, -0.8]]))
+    >>> sol = two_layer_flow(model, X, jnp.array([1.0, -1.0]), jnp.linspace(0.0, 6.0, 4),
+    ...                      time_scale=jnp.log(1e4))
+    >>> bool(sol.ok), sol.pattern.tolist(), round(float(sol.loss[-1]), 4)
+    (True, [[1, 2]], 0.25)
+    """
+    if not isinstance(model, TwoLayerReLU):
+        raise ValueError(f"`model` must be a TwoLayerReLU, got {type(model).__name__}")
+    check_shape("X", X, (None, None))
+    n, d = jnp.shape(X)
+    if n == 0:
+        raise ValueError("`X` must hold at least one sample, got none")
+    check_shape("y", y, (n,))
+    check_shape("model.W", model.W, (None, d))
+    dtype = jnp.result_type(model.a.dtype, jnp.asarray(X).dtype, float)
+    X, y = check_finite("X", inexact(X, dtype)), check_finite("y", inexact(y, dtype))
+    ts = check_time_grid("ts", ts, dtype)
+    tau = check_time_scale(time_scale, dtype)
+    max_steps = check_solver_options(rtol, atol, max_steps)
+    max_kink_events = check_positive_int("max_kink_events", max_kink_events)
+    if gram_tol is None:
+        gram_tol = 64 * n * float(jnp.finfo(dtype).eps)
+    gram_tol = float(check_positive("gram_tol", gram_tol, allow_zero=True, scalar=True))
+    model = TwoLayerReLU(check_finite("model.a", model.a), check_finite("model.W", model.W))
+    m = model.width
+
+    G = X @ X.T
+    eye = jnp.eye(n, dtype=dtype)
+    G = jnp.where(jnp.abs(G - eye) <= gram_tol, eye, G)
+    X_pinv = jnp.linalg.pinv(X)
+    state0, mode0, Z0 = _initial(model, X)
+    t_end = ts[-1]
+    T = ts.shape[0]
+
+    def save(t, state, frame):
+        kappa, psi = state
+        r = _residual(kappa, psi, frame)[1]
+        return 0.5 * jnp.mean(r * r), kappa, psi
+
+    def segment(t0, state, mode):
+        frame = _Frame(G, y, tau, mode)
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(_vector_field),
+            diffrax.Dopri5() if solver is None else solver,
+            t0=t0,
+            t1=t_end,
+            dt0=None,
+            y0=state,
+            args=frame,
+            saveat=diffrax.SaveAt(
+                subs=[
+                    diffrax.SubSaveAt(ts=jnp.clip(ts, t0, t_end), fn=save),
+                    diffrax.SubSaveAt(t1=True),
+                ]
+            ),
+            stepsize_controller=default_controller(rtol, atol),
+            event=diffrax.Event(
+                _event_condition, root_finder=_TimeBisection(rtol=1e-13, atol=1e-13, flip=True)
+            ),
+            max_steps=max_steps,
+            throw=False,
+        )
+        saved, final = sol.ys
+        final = jax.tree_util.tree_map(lambda leaf: leaf[-1], final)
+        stopped = jnp.asarray(sol.event_mask)
+        result = RESULTS.where(
+            sol.result == diffrax.RESULTS.event_occurred,
+            RESULTS.successful,
+            RESULTS.promote(sol.result),
+        )
+        return sol.ts[1][-1], final, stopped, saved, result, sol.stats
+
+    def new_pattern(state, mode):
+        frame = _Frame(G, y, tau, mode)
+        dist = _distance(state, frame)
+        first = jnp.arange(dist.size).reshape(dist.shape) == jnp.argmin(dist)
+        return _classify(state, frame, (dist <= _KINK_TOL) | first)
+
+    # at t = 0 entries exactly on the kink are classified like any other kink event
+    state, mode, entries0 = _classify(state0, _Frame(G, y, tau, mode0), state0[1][:, 1:] == 0)
+    blank = (
+        jnp.full((T,), jnp.inf, dtype),
+        jnp.full((T, m), jnp.inf, dtype),
+        jnp.full((T, m, n + 1), jnp.inf, dtype),
+    )
+    zero = jnp.zeros((), jnp.int32)
+    carry0 = dict(
+        t=ts[0], state=state, mode=mode, saved=blank, filled=jnp.zeros((T,), bool),
+        result=RESULTS.successful, events=zero, entries=entries0.astype(jnp.int32),
+        steps=zero, accepted=zero, rejected=zero, done=jnp.asarray(False),
+    )  # fmt: skip
+
+    def cond(c):
+        return ~c["done"]
+
+    def body(c):
+        t1, final, stopped, saved, result, stats = segment(c["t"], c["state"], c["mode"])
+        take = (ts >= c["t"]) & (ts <= t1) & ~c["filled"]
+        merged = jax.tree_util.tree_map(
+            lambda new, old: jnp.where(take.reshape((T,) + (1,) * (new.ndim - 1)), new, old),
+            saved,
+            c["saved"],
+        )
+        state, mode, entered = new_pattern(final, c["mode"])
+        ok = result == RESULTS.successful
+        keep = stopped & ok
+        events = c["events"] + keep.astype(jnp.int32)
+        limited = keep & (events >= max_kink_events) & (t1 < t_end)
+        result = RESULTS.where(limited, RESULTS.kink_limited, result)
+        return dict(
+            t=t1,
+            state=jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), state, final),
+            mode=jnp.where(keep, mode, c["mode"]),
+            saved=merged,
+            filled=c["filled"] | take,
+            result=result,
+            events=events,
+            entries=c["entries"] + jnp.where(keep, entered, 0).astype(jnp.int32),
+            steps=c["steps"] + stats["num_steps"],
+            accepted=c["accepted"] + stats["num_accepted_steps"],
+            rejected=c["rejected"] + stats["num_rejected_steps"],
+            done=~keep | limited | (t1 >= t_end),
+        )
+
+    c = jax.lax.while_loop(cond, body, carry0)
+    loss, log_scale, psis = c["saved"]
+    kappa, psi = c["state"]
+    trajectory = None
+    if save_params:
+        trajectory = jax.vmap(lambda k, p: _to_model(k, p, model, Z0, X_pinv))(log_scale, psis)
+    return TwoLayerFlowSolution(
+        ts=ts,
+        loss=loss,
+        log_scale=log_scale,
+        model=_to_model(kappa, psi, model, Z0, X_pinv),
+        trajectory=trajectory,
+        pattern=c["mode"],
+        time_scale=tau,
+        gram=G,
+        result=c["result"],
+        stats={
+            "num_steps": c["steps"],
+            "num_accepted_steps": c["accepted"],
+            "num_rejected_steps": c["rejected"],
+            "num_kink_events": c["events"],
+            "num_sliding_entries": c["entries"],
+        },
+    ).raise_if_failed(throw)
