@@ -24,6 +24,7 @@ from ._gd import (
 from ._generic import (
     GradientFlowSolution as GradientFlowSolution,
     gradient_flow as gradient_flow,
+    neuron_units as neuron_units,
 )
 from ._margin_gd import (
     MarginGDSolution as MarginGDSolution,

@@ -9,10 +9,24 @@ or an implicit one (`diffrax.Kvaerno5()`, whose Newton iterations solve with lin
 `root_finder=diffrax.VeryChord(linear_solver=lineax.GMRES(...))` for a matrix-free solve when
 the dense Jacobian, (number of parameters)^2, is too large).
 
-This is the plain flow: tolerances are absolute and relative to the whole parameter vector, so
-at tiny initialization (alpha far below atol) the small neurons are integrated with no
-relative accuracy, and a ReLU net's flow can slide along a kink. For the two-layer net on
-orthonormal data `orthogonal_flow` and `vanishing_flow` give every neuron its own scale.
+**Per-unit log scale (`units=`).** Plain tolerances are absolute and relative to the whole
+parameter vector, so at tiny initialization (alpha far below atol) the small neurons are
+integrated with no relative accuracy. With `units` (an integer label per parameter entry,
+e.g. `neuron_units(model)`: a neuron's incoming weights, bias and outgoing weights), every
+unit u is integrated as theta_u = exp(kappa_u) psi_u with the gauge
+
+    d kappa_u/dt = -tau <psi_u, e^(-kappa_u) g_u> / ||psi_u||^2,
+    d psi_u/dt = -tau e^(-kappa_u) g_u - psi_u d kappa_u/dt,
+
+(g = grad_theta loss), which keeps ||psi_u|| = 1: each unit's tolerance is relative to its
+own size, whatever alpha is (down to alpha ~ 1e-150, where theta_u itself underflows
+float64). Entries labelled -1 are integrated plainly. This is the generalization of the
+per-neuron log scale of `orthogonal_flow`.
+
+**Kinks.** A ReLU net's flow is a differential inclusion that can slide along a kink, where
+an adaptive explicit solver collapses its step; this generic flow has no kink method (a
+sliding solve ends with `max_steps_reached`). For the two-layer ReLU net
+`two_layer_flow` locates kinks by events and slides on them (Filippov), on any inputs.
 """
 
 import diffrax
@@ -21,6 +35,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from dynamics import TwoLayerReLU
 from theory import RESULTS, Solution, diffrax_stats
 from theory.checks import check_positive, check_solver_options, check_time_grid, check_time_scale
 
@@ -39,6 +54,7 @@ class GradientFlowSolution(Solution):
     - `steady_time`: the time at which ||grad|| fell below `steady_state` (`inf` if never or
       without it); later saved values repeat the steady state's.
     - `time_scale`: tau; `result`, `stats`: diffrax's outcome and step counts.
+    - `log_scale` (T, U): kappa_u, each unit's log size, with `units=`; else `None`.
 
     >>> model = eqx.nn.Linear(1, 1, key=jax.random.PRNGKey(0))
     >>> loss = lambda m, args: 0.5 * jnp.sum((m(jnp.ones(1)) - 2.0) ** 2)
@@ -55,6 +71,106 @@ class GradientFlowSolution(Solution):
     trajectory: eqx.Module | None
     steady_time: Float[Array, ""]
     time_scale: Float[Array, ""]
+    log_scale: Float[Array, "T U"] | None
+
+
+def neuron_units(model) -> eqx.Module:
+    """Unit labels for `gradient_flow(..., units=)`: one unit per neuron.
+
+    - `dynamics.TwoLayerReLU`: neuron j is (a_j, w_j).
+    - `eqx.nn.MLP`: every neuron of every layer is its row of the layer's weight and its
+      bias (its incoming parameters), numbered layer by layer.
+
+    Returns a pytree shaped like the model's inexact arrays, holding integer labels.
+
+    >>> from dynamics import TwoLayerReLU
+    >>> units = neuron_units(TwoLayerReLU(jnp.ones(2), jnp.ones((2, 3))))
+    >>> units.a.tolist(), units.W.tolist()
+    ([0, 1], [[0, 0, 0], [1, 1, 1]])
+    """
+    if isinstance(model, TwoLayerReLU):
+        m, d = model.W.shape
+        j = jnp.arange(m)
+        return eqx.tree_at(lambda t: (t.a, t.W), model, (j, jnp.broadcast_to(j[:, None], (m, d))))
+    if isinstance(model, eqx.nn.MLP):
+        start, layers = 0, []
+        for layer in model.layers:
+            out = layer.weight.shape[0]
+            j = jnp.arange(start, start + out)
+            weight = jnp.broadcast_to(j[:, None], layer.weight.shape)
+            bias = None if layer.bias is None else j.reshape(layer.bias.shape)
+            layers.append(
+                eqx.tree_at(
+                    lambda lay: (lay.weight, lay.bias),
+                    layer,
+                    (weight, bias),
+                    is_leaf=lambda x: x is None,
+                )
+            )
+            start += out
+        params = eqx.filter(model, eqx.is_inexact_array)
+        return eqx.tree_at(lambda mlp: mlp.layers, params, tuple(layers))
+    raise ValueError(
+        f"`model` must be a TwoLayerReLU or an eqx.nn.MLP for neuron_units, got "
+        f"{type(model).__name__}: pass `units` as integer labels shaped like its arrays"
+    )
+
+
+def _unit_labels(units, params):
+    """Flatten `units` against `params`: one integer array per parameter leaf."""
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    try:
+        labels = treedef.flatten_up_to(units)
+    except (ValueError, TypeError) as error:
+        raise ValueError(
+            "`units` must have the structure of the model's inexact arrays "
+            f"(one integer array per weight), got a mismatch: {error}"
+        ) from None
+    out = []
+    for leaf, label in zip(leaves, labels, strict=True):
+        label = jnp.asarray(label)
+        if label.shape != leaf.shape or not jnp.issubdtype(label.dtype, jnp.integer):
+            raise ValueError(
+                f"`units` entries must be integer arrays shaped like the weights, got "
+                f"{label.dtype}{tuple(label.shape)} for a weight of shape {tuple(leaf.shape)}"
+            )
+        out.append(label)
+    count = max(int(jnp.max(label, initial=-1)) for label in out) + 1
+    if any(int(jnp.min(label, initial=0)) < -1 for label in out) or count == 0:
+        raise ValueError("`units` labels must be -1 (no unit) or 0, 1, ... with at least one unit")
+    return out, count
+
+
+def _unit_sum(labels, leaves, count):
+    """sum over each unit's entries of `leaves` (entries labelled -1 dropped)."""
+    total = 0.0
+    for lab, x in zip(labels, leaves, strict=True):
+        total = total + jax.ops.segment_sum(
+            jnp.where(lab >= 0, x, 0.0).ravel(), jnp.maximum(lab, 0).ravel(), count
+        )
+    return total
+
+
+def _to_log_scale(params, labels, count, dtype):
+    """(kappa, psi): kappa_u = log ||theta_u|| without underflow, psi = theta / e^kappa."""
+    leaves = jax.tree_util.tree_leaves(params)
+    top = 0.0
+    for lab, x in zip(labels, leaves, strict=True):
+        top = jnp.maximum(
+            top,
+            jax.ops.segment_max(
+                jnp.where(lab >= 0, jnp.abs(x), 0.0).ravel(), jnp.maximum(lab, 0).ravel(), count
+            ),
+        )
+    top = jnp.where(top > 0, top, 1.0)
+    scaled = [(x / top[jnp.maximum(lab, 0)]) ** 2 for lab, x in zip(labels, leaves, strict=True)]
+    norm2 = _unit_sum(labels, scaled, count)
+    kappa = jnp.asarray(jnp.log(top) + 0.5 * jnp.log(jnp.where(norm2 > 0, norm2, 1.0)), dtype)
+    psi = [
+        jnp.where(lab >= 0, x * jnp.exp(-kappa[jnp.maximum(lab, 0)]), x)
+        for lab, x in zip(labels, leaves, strict=True)
+    ]
+    return kappa, jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(params), psi)
 
 
 def _tree_norm(tree):
@@ -72,6 +188,7 @@ def gradient_flow(
     observables=None,
     save_model: bool = False,
     steady_state=None,
+    units=None,
     rtol: float = 1e-8,
     atol: float = 1e-8,
     max_steps: int = 100_000,
@@ -92,6 +209,9 @@ def gradient_flow(
     - `observables`: optional `fn(t, model, args) -> pytree`, saved at `ts`.
     - `save_model`: save the model at every save time (`trajectory`).
     - `steady_state`: stop once ||grad|| < this (a diffrax event); `None`: run to `ts[-1]`.
+    - `units`: integer unit labels shaped like the model's arrays (`neuron_units(model)`;
+      -1 for none): integrate each unit on its own log scale (module docstring); the
+      solution's `log_scale` (T, U) holds kappa_u.
     - `rtol`, `atol`, `max_steps`: PI step control (pcoeff 0.4, icoeff 0.3, as the other
       flows) and the step budget; `solver` (default `diffrax.Tsit5()`) and
       `stepsize_controller` replace them. `throw=True` raises where the solve fails.
@@ -126,12 +246,49 @@ def gradient_flow(
     def value_and_grad(p, args):
         return jax.value_and_grad(lambda q: loss(eqx.combine(q, static), args))(p)
 
-    def field(t, p, args):
-        return jax.tree_util.tree_map(lambda g: -tau * g, value_and_grad(p, args)[1])
+    treedef = jax.tree_util.tree_structure(params)
+    if units is None:
+        y0 = params
 
-    def save(t, p, args):
+        def to_params(y):
+            return y
+
+        def field(t, y, args):
+            return jax.tree_util.tree_map(lambda g: -tau * g, value_and_grad(y, args)[1])
+
+    else:
+        labels, count = _unit_labels(units, params)
+        y0 = _to_log_scale(params, labels, count, dtype)
+
+        def to_params(y):
+            kappa, psi = y
+            leaves = [
+                jnp.where(lab >= 0, jnp.exp(kappa[jnp.maximum(lab, 0)]), 1.0) * x
+                for lab, x in zip(labels, jax.tree_util.tree_leaves(psi), strict=True)
+            ]
+            return jax.tree_util.tree_unflatten(treedef, leaves)
+
+        def field(t, y, args):
+            kappa, psi = y
+            grads = jax.tree_util.tree_leaves(value_and_grad(to_params(y), args)[1])
+            psis = jax.tree_util.tree_leaves(psi)
+            scaled = [
+                jnp.where(lab >= 0, jnp.exp(-kappa[jnp.maximum(lab, 0)]), 1.0) * g
+                for lab, g in zip(labels, grads, strict=True)
+            ]
+            dot = _unit_sum(labels, [x * g for x, g in zip(psis, scaled, strict=True)], count)
+            norm2 = _unit_sum(labels, [x * x for x in psis], count)
+            dkappa = -tau * dot / jnp.where(norm2 > 0, norm2, 1.0)
+            dpsi = [
+                -tau * g - jnp.where(lab >= 0, dkappa[jnp.maximum(lab, 0)], 0.0) * x
+                for lab, x, g in zip(labels, psis, scaled, strict=True)
+            ]
+            return dkappa, jax.tree_util.tree_unflatten(treedef, dpsi)
+
+    def save(t, y, args):
+        p = to_params(y)
         value, grad = value_and_grad(p, args)
-        out = (value, _tree_norm(grad))
+        out = (value, _tree_norm(grad), y[0] if units is not None else None)
         if observables is not None:
             out = out + (observables(t, eqx.combine(p, static), args),)
         return out + ((p,) if save_model else ())
@@ -141,7 +298,7 @@ def gradient_flow(
         tol = check_positive("steady_state", steady_state, scalar=True)
 
         def steady(t, y, args, **kwargs):
-            return _tree_norm(value_and_grad(y, args)[1]) < tol
+            return _tree_norm(value_and_grad(to_params(y), args)[1]) < tol
 
         event = diffrax.Event(steady)
     sol = diffrax.diffeqsolve(
@@ -150,7 +307,7 @@ def gradient_flow(
         t0=ts[0],
         t1=ts[-1],
         dt0=None,
-        y0=params,
+        y0=y0,
         args=args,
         saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save), diffrax.SubSaveAt(t1=True)]),
         stepsize_controller=(
@@ -160,8 +317,9 @@ def gradient_flow(
         max_steps=max_steps,
         throw=False,
     )
-    saved, final = sol.ys
-    final = jax.tree_util.tree_map(lambda x: x[-1], final)
+    saved, y_final = sol.ys
+    y_final = jax.tree_util.tree_map(lambda x: x[-1], y_final)
+    final = to_params(y_final)
     t_stop = sol.ts[1][-1]
     stopped = jnp.asarray(False)
     result = RESULTS.promote(sol.result)
@@ -170,7 +328,7 @@ def gradient_flow(
         stopped = jnp.any(jnp.asarray(stopped)) & (t_stop < ts[-1])
         result = RESULTS.where(stopped, RESULTS.successful, result)
         # after a steady state every later save time holds the steady state's values
-        at_stop = save(t_stop, final, args)
+        at_stop = save(t_stop, y_final, args)
         later = ts >= t_stop
 
         def fill(x, v):
@@ -182,7 +340,8 @@ def gradient_flow(
         ts=ts,
         loss=saved[0],
         grad_norm=saved[1],
-        observables=saved[2] if observables is not None else None,
+        observables=saved[3] if observables is not None else None,
+        log_scale=saved[2],
         model=eqx.combine(final, static),
         trajectory=(eqx.combine(saved[-1], static) if save_model else None),
         steady_time=jnp.where(stopped, t_stop, jnp.inf),

@@ -104,7 +104,7 @@ class TwoLayerFlowSolution(Solution):
 
     >>> X = jnp.array([[1.0, 0.0], [0.6, 0.8]])  # correlated: <x_1, x_2> = 0.6
     >>> model = TwoLayerReLU(jnp.array([1e-3]), 1e-3 * jnp.array([[0.8, 0.6]]))
-    >>> sol = two_layer_flow(model, X, jnp.array([1.0, 1.0]), jnp.array([0.0, 4.0]),
+    >>> sol = two_layer_flow(model, X, jnp.array([1.0, 1.0]), jnp.linspace(0.0, 6.0, 4),
     ...                      time_scale=jnp.log(1e3))
     >>> bool(sol.ok), bool(sol.loss[-1] < 1e-8), sol.pattern.tolist()
     (True, True, [[1, 1]])
@@ -310,8 +310,20 @@ def two_layer_flow(
         gram_tol = 64 * n * float(jnp.finfo(dtype).eps)
     gram_tol = float(check_positive("gram_tol", gram_tol, allow_zero=True, scalar=True))
     model = TwoLayerReLU(check_finite("model.a", model.a), check_finite("model.W", model.W))
-    m = model.width
+    solver = diffrax.Dopri5() if solver is None else solver
+    options = (rtol, atol, max_steps, save_params)
+    limits = (jnp.asarray(max_kink_events), jnp.asarray(gram_tol, dtype))
+    return _solve(model, X, y, ts, tau, limits, solver, options).raise_if_failed(throw)
 
+
+@eqx.filter_jit
+def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolution:
+    """The flow itself, compiled once per shape and option set (the checks are done)."""
+    rtol, atol, max_steps, save_params = options
+    max_kink_events, gram_tol = limits
+    n = X.shape[0]
+    dtype = X.dtype
+    m = model.width
     G = X @ X.T
     eye = jnp.eye(n, dtype=dtype)
     G = jnp.where(jnp.abs(G - eye) <= gram_tol, eye, G)
@@ -329,7 +341,7 @@ def two_layer_flow(
         frame = _Frame(G, y, tau, mode)
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(_vector_field),
-            diffrax.Dopri5() if solver is None else solver,
+            solver,
             t0=t0,
             t1=t_end,
             dt0=None,
@@ -433,4 +445,4 @@ def two_layer_flow(
             "num_kink_events": c["events"],
             "num_sliding_entries": c["entries"],
         },
-    ).raise_if_failed(throw)
+    )

@@ -177,6 +177,36 @@ CASES["stable_gradient_descent"] += [
         "kernel_max",
     )
 ]
+CASES["two_layer_flow"] = [
+    (lambda: I.two_layer_flow(LEAKY, X2, Y2, TS), ValueError, "TwoLayerReLU"),
+    (lambda: I.two_layer_flow(NET, X2, Y2[:, None], TS), ValueError, "`y`"),
+    (lambda: I.two_layer_flow(NET, jnp.ones(2), Y2, TS), ValueError, "`X`"),
+    (lambda: I.two_layer_flow(NET, jnp.ones((2, 3)), Y2, TS), ValueError, "model.W"),
+    (lambda: I.two_layer_flow(NET, X2.at[0, 0].set(NAN), Y2, TS), ValueError, "`X`"),
+    (lambda: I.two_layer_flow(NET, X2, Y2, jnp.array([1.0, 0.5])), ValueError, "nondecreasing"),
+    (lambda: I.two_layer_flow(NET, X2, Y2, TS, time_scale=-1.0), ValueError, "time_scale"),
+    (lambda: I.two_layer_flow(NET, X2, Y2, TS, max_kink_events=0), ValueError, "max_kink"),
+    (lambda: I.two_layer_flow(NET, X2, Y2, TS, gram_tol=-1.0), ValueError, "gram_tol"),
+    (lambda: I.two_layer_flow(NET, X2, Y2, TS, atol=-1.0), ValueError, "atol"),
+]
+CASES["neuron_units"] = [
+    (lambda: I.neuron_units(LEAKY), ValueError, "TwoLayerReLU or an eqx.nn.MLP"),
+]
+CASES["gradient_flow"] += [
+    (lambda: I.gradient_flow(NET, _sq, TS, units=jnp.zeros(2, int)), ValueError, "`units`"),
+    (
+        lambda: I.gradient_flow(NET, _sq, TS, units=TwoLayerReLU(jnp.zeros(2), jnp.zeros((2, 2)))),
+        ValueError,
+        "integer",
+    ),
+    (
+        lambda: I.gradient_flow(
+            NET, _sq, TS, units=jax.tree_util.tree_map(lambda u: -u - 1, I.neuron_units(NET))
+        ),
+        ValueError,
+        "-1",
+    ),
+]
 CASES["mean_field_flow"] += [
     (lambda: I.mean_field_flow(TARGET, MF, TS, rtol=-1.0), ValueError, "rtol"),
     (

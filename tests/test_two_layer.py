@@ -1,0 +1,110 @@
+"""`two_layer_flow` (any inputs, kinks by events and Filippov sliding) and the per-unit log
+scale of `gradient_flow`."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dynamics import TwoLayerReLU, balanced_init, square_loss
+from integrators import RESULTS, gradient_flow, neuron_units, orthogonal_flow, two_layer_flow
+
+
+def _orthonormal_instance(n=6, m=8, alpha=1e-30, seed=0):
+    ky, kw = jax.random.split(jax.random.PRNGKey(seed))
+    y = jax.random.normal(ky, (n,), jnp.float64)
+    return jnp.eye(n), y, balanced_init(m, n, alpha, key=kw, dtype=jnp.float64)
+
+
+def _correlated(n, c, seed=0):
+    Q = jnp.linalg.qr(jax.random.normal(jax.random.PRNGKey(seed + 10), (n + 1, n + 1)))[0]
+    return jnp.sqrt(1.0 - c) * Q[1:] + jnp.sqrt(c) * Q[:1]
+
+
+def test_orthonormal_inputs_give_the_orthogonal_flow_at_alpha_1e30():
+    X, y, model = _orthonormal_instance()
+    tau = jnp.log(1e30)
+    ts = jnp.linspace(0.0, 30.0, 61)
+    ref = orthogonal_flow(X, y, model, ts, time_scale=tau, rtol=1e-9, atol=1e-9)
+    sol = two_layer_flow(model, X, y, ts, time_scale=tau, rtol=1e-9, atol=1e-9)
+    assert ref.ok and sol.ok and int(sol.stats["num_sliding_entries"]) == 0
+    assert ref.loss[0] / ref.loss[-1] > 10  # it jumps
+    np.testing.assert_allclose(sol.loss, ref.loss, rtol=1e-5, atol=1e-12)
+    np.testing.assert_allclose(sol.model.a, ref.model.a, atol=1e-6)
+    # a kink budget that runs out is reported, and nothing after the stop is made up
+    events = int(sol.stats["num_kink_events"])
+    assert events > 1
+    cut = two_layer_flow(model, X, y, ts, time_scale=tau, rtol=1e-9, atol=1e-9, max_kink_events=1)
+    assert cut.result == RESULTS.kink_limited and not cut.ok
+    assert int(cut.stats["num_kink_events"]) == 1 and np.isinf(np.asarray(cut.loss[-1]))
+    with pytest.raises(Exception, match="max_kink_events"):
+        two_layer_flow(
+            model, X, y, ts, time_scale=tau, rtol=1e-9, atol=1e-9, max_kink_events=1, throw=True
+        )
+
+
+@pytest.mark.slow
+def test_per_unit_log_scale_gives_the_orthogonal_flow_at_alpha_1e30():
+    # the generic flow with one log scale per neuron (X = I exactly, so no rounding coupling)
+    X, y, model = _orthonormal_instance()
+    tau = jnp.log(1e30)
+    ts = jnp.linspace(0.0, 30.0, 61)
+    ref = orthogonal_flow(X, y, model, ts, time_scale=tau, rtol=1e-9, atol=1e-9)
+    plain = gradient_flow(model, lambda m, a: square_loss(m, *a), ts, args=(X, y), time_scale=tau)
+    assert np.max(np.abs(np.asarray(plain.loss - ref.loss))) > 1e-2  # never leaves the saddle
+    gen = gradient_flow(
+        model, lambda m, a: square_loss(m, *a), ts, args=(X, y), time_scale=tau,
+        units=neuron_units(model), rtol=1e-9, atol=1e-9,
+    )  # fmt: skip
+    assert gen.ok and gen.log_scale.shape == (61, 8)
+    np.testing.assert_allclose(gen.loss, ref.loss, rtol=1e-5, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_correlated_flow_is_the_limit_of_gradient_descent():
+    # Filippov sliding is what GD does as its step goes to 0: GD at two steps, extrapolated
+    # linearly in the step (its error is O(step)), meets the flow
+    n, c, tau = 6, 0.1, jnp.log(1e10)
+    X = _correlated(n, c)
+    y = jax.random.normal(jax.random.PRNGKey(2), (n,), jnp.float64)
+    model = balanced_init(8, n + 1, 1e-10, key=jax.random.PRNGKey(3), dtype=jnp.float64)
+    ts = jnp.linspace(0.0, 16.0, 33)
+    sol = two_layer_flow(model, X, y, ts, time_scale=tau)
+    assert sol.ok and int(sol.stats["num_sliding_entries"]) > 0
+
+    def gd(dt):
+        every = int(round(0.5 / dt))
+        grad = jax.grad(lambda p: square_loss(TwoLayerReLU(*p), X, y))
+
+        def save(p, _):
+            p = jax.lax.fori_loop(
+                0, every, lambda i, q: jax.tree_util.tree_map(
+                    lambda x, g: x - dt * tau * g, q, grad(q)), p)  # fmt: skip
+            return p, square_loss(TwoLayerReLU(*p), X, y)
+
+        _, L = jax.jit(lambda p: jax.lax.scan(save, p, None, length=32))((model.a, model.W))
+        return np.r_[float(square_loss(model, X, y)), np.asarray(L)]
+
+    coarse, fine = gd(4e-4), gd(1e-4)
+    extrapolated = fine + (fine - coarse) / 3.0
+    big = np.asarray(sol.loss) > 1e-6  # above GD's rounding floor
+    flow = np.asarray(sol.loss)[big]
+    assert np.max(np.abs(extrapolated[big] / flow - 1.0)) < 2e-3
+    assert np.max(np.abs(extrapolated[big] / flow - 1.0)) < np.max(np.abs(fine[big] / flow - 1.0))
+
+
+@pytest.mark.slow
+def test_jit_and_vmap_over_models():
+    X = _correlated(4, 0.3)
+    y = jnp.array([1.0, -0.5, 0.8, -1.2])
+    keys = jax.random.split(jax.random.PRNGKey(4), 3)
+    models = jax.vmap(lambda k: balanced_init(6, 5, 1e-30, key=k, dtype=jnp.float64))(keys)
+    ts = jnp.linspace(0.0, 30.0, 31)
+    run = jax.jit(jax.vmap(lambda m: two_layer_flow(m, X, y, ts, time_scale=jnp.log(1e30))))
+    batch = run(models)
+    assert bool(jnp.all(batch.ok))
+    one = two_layer_flow(
+        jax.tree_util.tree_map(lambda x: x[1], models), X, y, ts, time_scale=jnp.log(1e30)
+    )
+    np.testing.assert_allclose(batch.loss[1], one.loss, rtol=1e-6, atol=1e-14)
+    assert float(batch.loss[1, -1]) < 1e-3 * float(batch.loss[1, 0])
