@@ -33,6 +33,7 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from dynamics import TwoLayerReLU
@@ -128,15 +129,20 @@ def _unit_labels(units, params):
         ) from None
     out = []
     for leaf, label in zip(leaves, labels, strict=True):
-        label = jnp.asarray(label)
+        if isinstance(label, jax.core.Tracer):
+            raise ValueError(
+                "`units` must be concrete labels (they fix the number of units), got a traced "
+                "value: close over them instead of passing them through jit or vmap"
+            )
+        label = np.asarray(label)
         if label.shape != leaf.shape or not jnp.issubdtype(label.dtype, jnp.integer):
             raise ValueError(
                 f"`units` entries must be integer arrays shaped like the weights, got "
                 f"{label.dtype}{tuple(label.shape)} for a weight of shape {tuple(leaf.shape)}"
             )
         out.append(label)
-    count = max(int(jnp.max(label, initial=-1)) for label in out) + 1
-    if any(int(jnp.min(label, initial=0)) < -1 for label in out) or count == 0:
+    count = max(int(np.max(label, initial=-1)) for label in out) + 1
+    if any(int(np.min(label, initial=0)) < -1 for label in out) or count == 0:
         raise ValueError("`units` labels must be -1 (no unit) or 0, 1, ... with at least one unit")
     return out, count
 

@@ -1,0 +1,450 @@
+"""Saddle-to-saddle beyond orthogonal inputs: how the jumps deform as the inputs correlate.
+
+Two families of n inputs, with Gaussian labels and a balanced init of width m at alpha:
+
+- correlated: x_i = sqrt(1 - c) q_i + sqrt(c) q_0 with q_0, ..., q_n orthonormal in R^(n+1),
+  so that ||x_i|| = 1 and <x_i, x_k> = c for i != k (c = 0 is exactly the orthonormal case);
+- gaussian: rows N(0, I_d / d) with d = (d/n) n.
+
+Each seed is integrated by `integrators.two_layer_flow` (the Gram coupling, a per-neuron log
+scale, kinks by events with Filippov sliding) in the rescaled time tau = log(1/alpha). Its loss
+curve is read by `theory.loss_plateaus`; the jumps and the final 1/2 ||theta||^2 are compared
+with Algorithm 1 on the Loewdin-orthonormalized problem (X X^T)^(-1/2) X (the orthonormal
+inputs nearest to X, with the same labels and init directions); the Morse index of every
+plateau is the number of negative eigenvalues of the loss Hessian at the flow's point in the
+middle of the plateau (in the data basis (a, z): the directions orthogonal to the data carry
+zero curvature, so the inertia is that of the full Hessian).
+
+A second section times the generic flows on the cases of the issue (correlated two-layer net,
+ReLU MLP with biases at small init, three-layer MLP): `two_layer_flow`, `orthogonal_flow` (on
+orthonormal inputs), `gradient_flow` with a per-neuron log scale (`units=`) and plain diffrax
+(`gradient_flow` without it): steps, wall time, outcome and loss error.
+
+Writes `results.json` (`rows`, one per setting; `solvers`), `losses.png` (loss curves per c),
+`deviation.png` (first-jump ratio and cost ratio against c at both alphas) to `--out`.
+
+    python -m benchmarks.beyond_orthogonal [--seeds 8] [--n 16]
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks._common import Timer, enable_float64, host_devices, log, parser, pyplot, save_figure
+from benchmarks._driver import finish, header, run_sweep
+from dynamics import (
+    TwoLayerReLU,
+    balanced_init,
+    half_squared_norm,
+    signs_and_directions,
+    square_loss,
+)
+from integrators import (
+    gradient_flow,
+    hessian_spectrum,
+    neuron_units,
+    orthogonal_flow,
+    two_layer_flow,
+)
+from theory import coverage_width, crossing_times, loss_plateaus, saddle_jumps
+
+CS = (0.0, 1e-6, 1e-3, 0.01, 0.1, 0.3)
+D_OVER_N = (1, 2, 4, 16)
+LOG10_INV_ALPHA = (10, 30)
+HORIZON = 1.5  # integrate to 1.5 x Algorithm 1's last jump on the Loewdin problem
+GRID = 600  # save times per solve
+MAX_PLATEAUS = 12  # Morse indices kept per seed
+
+
+def inputs(key, family, n, d, c):
+    """The inputs X (n, d) of one seed (module docstring)."""
+    if family == "correlated":
+        Q = jnp.linalg.qr(jax.random.normal(key, (n + 1, n + 1), jnp.float64))[0]
+        return jnp.sqrt(1.0 - c) * Q[1:] + jnp.sqrt(c) * Q[:1]
+    return jax.random.normal(key, (n, d), jnp.float64) / jnp.sqrt(d)
+
+
+def loewdin(X):
+    """(X X^T)^(-1/2) X: orthonormal rows, the nearest to X's (Loewdin's symmetric
+    orthonormalization)."""
+    vals, vecs = jnp.linalg.eigh(X @ X.T)
+    return (vecs / jnp.sqrt(vals)) @ vecs.T @ X
+
+
+def make(key, family, n, d, c, log10_inv_alpha, width):
+    kx, ky, kw = jax.random.split(key, 3)
+    X = inputs(kx, family, n, d, c)
+    y = jax.random.normal(ky, (n,), jnp.float64)
+    model = balanced_init(width, X.shape[1], 0.5, key=kw, dtype=jnp.float64)
+    alpha = 10.0**-log10_inv_alpha
+    return X, y, TwoLayerReLU(alpha * model.a / 0.5, alpha * model.W / 0.5)
+
+
+def run(instance, family, n, d, c, log10_inv_alpha, width):
+    X, y, model = instance
+    tau = log10_inv_alpha * jnp.log(10.0)
+    signs, directions = signs_and_directions(model, loewdin(X))
+    pred = saddle_jumps(y, signs, directions, time_scale=tau)
+    ts = jnp.linspace(0.0, pred.horizon(HORIZON), GRID)
+    sol = two_layer_flow(model, X, y, ts, time_scale=tau, save_params=True)
+    traj = sol.trajectory
+    return {
+        "loss": sol.loss,
+        "ts": ts,
+        "a": traj.a,
+        "Z": traj.W @ X.T,  # the data-basis pre-activations z_ji = <w_j, x_i>
+        "solve_ok": sol.ok,
+        "steps": sol.stats["num_steps"],
+        "kink_events": sol.stats["num_kink_events"],
+        "sliding_entries": sol.stats["num_sliding_entries"],
+        "sliding_final": jnp.sum(sol.pattern == 2),
+        "measured_cost": half_squared_norm(sol.model),
+        "predicted_cost": pred.cost,
+        "predicted_times": pred.times,
+        "predicted_first_finite_alpha": pred.times_finite_alpha[0],
+        # the first crossing of the midpoint between Algorithm 1's first two plateaus
+        "first_crossing": crossing_times(ts, sol.loss, pred)[0],
+        "predicted_jumps": pred.num_jumps,
+        "prediction_ok": pred.ok,
+        "y": y,
+    }
+
+
+@jax.jit
+def _morse_index(a, Z, y):
+    """Negative eigenvalues of the Hessian of L(a, Z) = 1/(2n) |a relu(Z) - y|^2 below
+    -1e-8 x the largest |eigenvalue|."""
+    n = y.shape[0]
+    eig = hessian_spectrum(TwoLayerReLU(a, Z), lambda m, y: square_loss(m, jnp.eye(n), y), y)
+    return jnp.sum(eig < -1e-8 * jnp.max(jnp.abs(eig)))
+
+
+def measure(o) -> dict:
+    """NumPy read-out of one setting's seeds: plateaus, first jump, cost, Morse indices."""
+    seeds = len(o["loss"])
+    found, first_ratio, first_fin, first_found, morse, levels = [], [], [], [], [], []
+    for s in range(seeds):
+        loss, ts = np.asarray(o["loss"][s]), np.asarray(o["ts"][s])
+        if not bool(o["solve_ok"][s]) or not np.all(np.isfinite(loss)) or np.any(loss <= 0):
+            continue
+        p = loss_plateaus(ts, loss)
+        found.append(len(p["levels"]))
+        levels.append(p["levels"].tolist())
+        first_ratio.append(float(o["first_crossing"][s] / o["predicted_times"][s][0]))
+        first_fin.append(float(o["first_crossing"][s] / o["predicted_first_finite_alpha"][s]))
+        if len(p["times"]):
+            first_found.append(p["times"][0] / float(o["predicted_times"][s][0]))
+        # the middle of each plateau: halfway between the jumps around it
+        edges = np.r_[0.0, p["times"], ts[-1]]
+        mids = 0.5 * (edges[:-1] + edges[1:])[:MAX_PLATEAUS]
+        idx = np.clip(np.searchsorted(ts, mids), 0, ts.size - 1)
+        morse.append([int(_morse_index(o["a"][s][i], o["Z"][s][i], o["y"][s])) for i in idx])
+    return dict(
+        found=found, first_ratio=first_ratio, first_fin=first_fin, first_found=first_found,
+        morse=morse, levels=levels,
+    )  # fmt: skip
+
+
+def row(point, o, wall) -> dict:
+    m = measure(o)
+    cost_ratio = np.asarray(o["measured_cost"]) / np.asarray(o["predicted_cost"])
+    ok = np.asarray(o["solve_ok"], bool)
+    med = lambda x: float(np.median(x)) if len(x) else float("nan")  # noqa: E731
+    first_morse = [x[0] for x in m["morse"] if x]
+    return {
+        "inputs": point["family"],
+        "c": point["c"] if point["family"] == "correlated" else None,
+        "d_over_n": point["d"] / point["n"],
+        "n": point["n"],
+        "d": point["d"],
+        "width": point["width"],
+        "alpha": 10.0 ** -point["log10_inv_alpha"],
+        "seeds": int(ok.size),
+        "solve_ok_fraction": float(ok.mean()),
+        "plateaus_mean": float(np.mean(m["found"])) if m["found"] else float("nan"),
+        "plateaus_predicted_mean": float(np.mean(np.asarray(o["predicted_jumps"]) + 1)),
+        "first_jump_ratio_median": med(m["first_ratio"]),
+        "first_jump_ratio_finite_alpha_median": med(m["first_fin"]),
+        "first_found_jump_ratio_median": med(m["first_found"]),
+        "cost_ratio_median": med(cost_ratio[ok]),
+        "morse_index_first_plateau": med(first_morse),
+        "morse_indices_seed0": m["morse"][0] if m["morse"] else [],
+        "plateau_levels_seed0": m["levels"][0] if m["levels"] else [],
+        "median_solver_steps": float(np.median(o["steps"])),
+        "median_kink_events": float(np.median(o["kink_events"])),
+        "median_sliding_entries": float(np.median(o["sliding_entries"])),
+        "median_sliding_at_end": float(np.median(o["sliding_final"])),
+        "wall_seconds": wall,
+    }
+
+
+def grid(n, width, cs, d_over_n, ps):
+    points = [
+        dict(family="correlated", n=n, d=n + 1, c=c, log10_inv_alpha=p, width=width)
+        for p in ps
+        for c in cs
+    ]
+    points += [
+        dict(family="gaussian", n=n, d=int(r * n), c=0.0, log10_inv_alpha=p, width=width)
+        for p in ps
+        for r in d_over_n
+    ]
+    return points
+
+
+def _timed(fn, *args):
+    """(fn(*args), wall seconds of a second call of the compiled `fn`: compilation excluded)."""
+    fn = eqx.filter_jit(fn)
+    jax.block_until_ready(fn(*args))
+    t = Timer()
+    out = jax.block_until_ready(fn(*args))
+    return out, t()
+
+
+def _mse(model, data):
+    X, y = data
+    return 0.5 * jnp.mean((jax.vmap(model)(X)[:, 0] - y) ** 2)
+
+
+def _square(model, data):
+    return square_loss(model, *data)
+
+
+def _scaled(model, scale):
+    """The model with every inexact array times `scale`, in float64."""
+    return jax.tree_util.tree_map(
+        lambda x: jnp.asarray(x, jnp.float64) * scale if eqx.is_inexact_array(x) else x, model
+    )
+
+
+def _generic(loss, units, max_steps):
+    """The generic flow with its (concrete) unit labels closed over."""
+    return lambda model, data, ts, tau: gradient_flow(
+        model, loss, ts, args=data, time_scale=tau, units=units, max_steps=max_steps
+    )
+
+
+def solvers(n, width, ps, max_steps) -> list:
+    """Steps and wall time of the flows on the issue's cases, side by side: the two-layer net
+    on orthonormal and correlated (c = 0.1) inputs at alpha = 10^-p (`two_layer_flow` the
+    reference), a one-hidden-layer ReLU MLP with biases at the same scale, and a three-layer
+    ReLU MLP from its standard init in ordinary time."""
+    kx, ky, kw = jax.random.split(jax.random.PRNGKey(0), 3)
+    y = jax.random.normal(ky, (n,), jnp.float64)
+    base = balanced_init(width, n + 1, 0.5, key=kw, dtype=jnp.float64)
+    rows = []
+
+    def record(case, p, name, sol, wall, ref=None):
+        err = None if ref is None else float(jnp.max(jnp.abs(sol.loss - ref.loss)))
+        rows.append(
+            dict(case=case, log10_inv_alpha=p, flow=name, ok=bool(sol.ok),
+                 steps=int(sol.stats["num_steps"]),
+                 rejected=int(sol.stats["num_rejected_steps"]),
+                 final_loss=float(sol.loss[-1]), wall_seconds=wall, max_loss_error=err)
+        )  # fmt: skip
+        log(f"  {case:<22} p={p:<3} {name:<20} ok={sol.ok!s:<5} steps={rows[-1]['steps']:>7}"
+            f" wall={wall:.2f}s err={err}")  # fmt: skip
+
+    for p in ps:
+        tau = p * jnp.log(10.0)
+        model = _scaled(base, 2.0 * 10.0**-p)  # |a_j| = ||w_j|| = alpha
+        for case, c in (("orthonormal two-layer", 0.0), ("correlated c=0.1", 0.1)):
+            X = inputs(kx, "correlated", n, n + 1, c)
+            pred = saddle_jumps(y, *signs_and_directions(model, loewdin(X)))
+            ts = jnp.linspace(0.0, pred.horizon(HORIZON), 200)
+            ref, wall = _timed(
+                lambda model, X, ts, tau: two_layer_flow(model, X, y, ts, time_scale=tau),
+                model, X, ts, tau,
+            )  # fmt: skip
+            record(case, p, "two_layer_flow", ref, wall)
+            if c == 0.0:
+                sol, wall = _timed(
+                    lambda model, X, ts, tau: orthogonal_flow(
+                        X, y, model, ts, time_scale=tau, rtol=1e-8, atol=1e-8),
+                    model, X, ts, tau,
+                )  # fmt: skip
+                record(case, p, "orthogonal_flow", sol, wall, ref)
+            for name, units in (("gradient_flow units", neuron_units(model)), ("plain", None)):
+                sol, wall = _timed(_generic(_square, units, max_steps), model, (X, y), ts, tau)
+                record(case, p, name, sol, wall, ref)
+        X = inputs(kx, "correlated", n, n + 1, 0.1)
+        mlp = _scaled(eqx.nn.MLP(n + 1, 1, width, 1, activation=jax.nn.relu, key=kw), 10.0**-p)
+        ts = jnp.linspace(0.0, 40.0, 200)
+        for name, units in (("gradient_flow units", neuron_units(mlp)), ("plain", None)):
+            sol, wall = _timed(_generic(_mse, units, max_steps), mlp, (X, y), ts, tau)
+            record("ReLU MLP with biases", p, name, sol, wall)
+    X = inputs(kx, "correlated", n, n + 1, 0.1)
+    deep = _scaled(eqx.nn.MLP(n + 1, 1, width, 2, activation=jax.nn.relu, key=kw), 1.0)
+    ts = jnp.linspace(0.0, 40.0, 200)
+    for name, units in (("gradient_flow units", neuron_units(deep)), ("plain", None)):
+        sol, wall = _timed(_generic(_mse, units, max_steps), deep, (X, y), ts, 1.0)
+        record("three-layer MLP", 0, name, sol, wall)
+    return rows
+
+
+def run_benchmark(
+    n=16, width=None, seeds=8, seed=0, cs=CS, d_over_n=D_OVER_N, ps=LOG10_INV_ALPHA,
+    max_steps=50_000, with_solvers=True, out=None,
+):  # fmt: skip
+    enable_float64()
+    timer = Timer()
+    m = coverage_width(n) if width is None else width
+    points = grid(n, m, cs, d_over_n, ps)
+    log(f"beyond_orthogonal: n = {n}, m = {m}, {seeds} seeds, {len(points)} settings")
+    result, record = run_sweep(
+        run,
+        make=make,
+        seeds=seeds,
+        grid=points,
+        static=("family", "n", "d", "width"),
+        out=out,
+        name="beyond_orthogonal",
+        config={"horizon": HORIZON, "grid": GRID},
+        base_seed=seed,
+        ok=("solve_ok",),
+    )
+    rows = []
+    for point, o, wall in zip(points, result.outputs, result.point_seconds, strict=True):
+        rows.append(row(point, o, wall))
+    config = {
+        "n": n,
+        "width": m,
+        "seeds": seeds,
+        "c": list(cs),
+        "d_over_n": list(d_over_n),
+        "log10_inv_alpha": list(ps),
+        "alpha": "10^-p (balanced: |a_j| = ||w_j|| = alpha)",
+        "labels": "N(0, 1)",
+        "flow": "integrators.two_layer_flow, rtol = atol = 1e-8",
+        "time": "rescaled, d theta/dt = -log(1/alpha) grad L",
+        "reference": "Algorithm 1 on the Loewdin-orthonormalized inputs (X X^T)^(-1/2) X",
+        "jump_time": "theory.loss_plateaus: first crossing of the midpoint between plateaus",
+    }
+    out_rows = {
+        **header("beyond_orthogonal", config, seed),
+        **record,
+        "rows": rows,
+        "_outputs": result.outputs,
+        "_points": points,
+    }
+    if with_solvers:
+        log("solvers: steps and wall time, compilation excluded")
+        out_rows["solvers"] = solvers(n, m, ps, max_steps)
+    out_rows["wall_seconds"] = timer()
+    return out_rows
+
+
+def table(results: dict) -> str:
+    head = (
+        f"{'inputs':>10} {'c':>7} {'d/n':>4} {'alpha':>6} {'ok':>5} {'plat':>5} {'pred':>5}"
+        f" {'1st jump':>9} {'fin.':>7} {'cost':>7} {'morse1':>6} {'kinks':>6} {'slide':>6}"
+        f" {'steps':>6}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in results["rows"]:
+        c = "" if r["c"] is None else f"{r['c']:.0e}" if r["c"] else "0"
+        lines.append(
+            f"{r['inputs']:>10} {c:>7} {r['d_over_n']:>4.0f} {r['alpha']:>6.0e}"
+            f" {r['solve_ok_fraction']:>5.2f} {r['plateaus_mean']:>5.1f}"
+            f" {r['plateaus_predicted_mean']:>5.1f} {r['first_jump_ratio_median']:>9.4f}"
+            f" {r['first_jump_ratio_finite_alpha_median']:>7.4f} {r['cost_ratio_median']:>7.4f}"
+            f" {r['morse_index_first_plateau']:>6.0f} {r['median_kink_events']:>6.0f}"
+            f" {r['median_sliding_entries']:>6.0f} {r['median_solver_steps']:>6.0f}"
+        )
+    lines.append(
+        "1st jump: measured / Algorithm 1 (Loewdin problem), limit and finite alpha; cost: final"
+        " 1/2||theta||^2 / Algorithm 1's; morse1: Morse index of the first plateau"
+    )
+    if results.get("solvers"):
+        lines.append("")
+        head = (
+            f"{'case':>22} {'p':>3} {'flow':>20} {'ok':>5} {'steps':>7} {'wall s':>7}"
+            f" {'loss err':>9}"
+        )
+        lines += [head, "-" * len(head)]
+        for s in results["solvers"]:
+            err = "" if s["max_loss_error"] is None else f"{s['max_loss_error']:.1e}"
+            lines.append(
+                f"{s['case']:>22} {s['log10_inv_alpha']:>3} {s['flow']:>20} {s['ok']!s:>5}"
+                f" {s['steps']:>7} {s['wall_seconds']:>7.2f} {err:>9}"
+            )
+    lines.append(f"total wall time {results['wall_seconds']:.1f} s (compilation included)")
+    return "\n".join(lines)
+
+
+def _correlated_rows(results, p):
+    return [
+        (i, r) for i, r in enumerate(results["rows"])
+        if r["inputs"] == "correlated" and np.isclose(r["alpha"], 10.0**-p)
+    ]  # fmt: skip
+
+
+def plot_losses(results: dict, path) -> None:
+    plt = pyplot()
+    ps = results["config"]["log10_inv_alpha"]
+    fig, axes = plt.subplots(1, len(ps), figsize=(5.5 * len(ps), 4.2), squeeze=False)
+    for ax, p in zip(axes[0], ps, strict=True):
+        for i, r in _correlated_rows(results, p):
+            o = results["_outputs"][i]
+            ax.semilogy(np.asarray(o["ts"][0]), np.asarray(o["loss"][0]), label=f"c = {r['c']:g}")
+        ax.set_xlabel("rescaled time t")
+        ax.set_ylabel("loss")
+        ax.set_ylim(1e-12, None)
+        ax.set_title(f"correlated inputs, seed 0, alpha = 1e-{p}")
+        ax.legend(fontsize=8)
+    save_figure(fig, path)
+
+
+def plot_deviation(results: dict, path) -> None:
+    plt = pyplot()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    floor = 1e-8  # where c = 0 is drawn on the log axis
+    for p, marker in zip(results["config"]["log10_inv_alpha"], "os", strict=False):
+        rows = [r for _, r in _correlated_rows(results, p)]
+        c = np.array([max(r["c"], floor) for r in rows])
+        a1.semilogx(c, [abs(r["first_jump_ratio_median"] - 1) + 1e-16 for r in rows],
+                    marker + "-", label=f"alpha = 1e-{p}")  # fmt: skip
+        a2.semilogx(
+            c, [r["cost_ratio_median"] for r in rows], marker + "-", label=f"alpha = 1e-{p}"
+        )
+    a1.set_yscale("log")
+    a1.set_xlabel(f"correlation c (c = 0 drawn at {floor:g})")
+    a1.set_ylabel("|first jump / Algorithm 1 - 1| (median)")
+    a2.set_xlabel(f"correlation c (c = 0 drawn at {floor:g})")
+    a2.set_ylabel("final cost / Algorithm 1's cost (median)")
+    for ax in (a1, a2):
+        ax.legend(fontsize=8)
+    a1.set_title("first jump against Algorithm 1 on the Loewdin problem")
+    a2.set_title("final 1/2 ||theta||^2 against Algorithm 1")
+    save_figure(fig, path)
+
+
+def main(argv=None) -> dict:
+    host_devices()
+    p = parser("beyond_orthogonal", __doc__.splitlines()[0], default_seeds=8)
+    p.add_argument("--n", type=int, default=16, help="samples n")
+    p.add_argument("--width", type=int, default=None, help="neurons m (default: width rule)")
+    p.add_argument("--no-solvers", action="store_true", help="skip the solver comparison")
+    args = p.parse_args(argv)
+    if args.n < 2 or args.seeds < 1:
+        p.error(f"--n must be >= 2 and --seeds >= 1, got {args.n} and {args.seeds}")
+    kw = {}
+    if args.quick:
+        args.n, args.seeds = 6, 2
+        kw = dict(cs=(0.0, 0.1), d_over_n=(2,), ps=(10,), max_steps=5_000)
+    results = run_benchmark(
+        args.n, args.width, args.seeds, args.seed, with_solvers=not args.no_solvers,
+        out=args.out, **kw,
+    )  # fmt: skip
+    finish(
+        args.out,
+        results,
+        table(results),
+        {"losses.png": plot_losses, "deviation.png": plot_deviation},
+    )
+    return results
+
+
+if __name__ == "__main__":
+    main()
