@@ -5,9 +5,11 @@
 where theta are the model's inexact arrays (weights, biases; everything else in the module is
 static) and tau the time scale (tau = log(1/alpha) for the saddle-to-saddle clock, 1 for
 ordinary time). Integrated with diffrax in the model's own coordinates: any explicit solver,
-or an implicit one (`diffrax.Kvaerno5()`, whose Newton iterations solve with lineax; give it a
-`root_finder=diffrax.VeryChord(linear_solver=lineax.GMRES(...))` for a matrix-free solve when
-the dense Jacobian, (number of parameters)^2, is too large).
+or an implicit one (`diffrax.Kvaerno5()`, whose Newton iterations solve with lineax; give it
+`root_finder=optimistix.Newton(rtol, atol, linear_solver=lineax.GMRES(...))` for a
+matrix-free solve on Jacobian-vector products when the dense Jacobian, (number of
+parameters)^2, is too large; tested on a tanh MLP. diffrax 0.7.2's `VeryChord` with GMRES
+raises a TypeError: it stop-gradients a linear state that holds the operator's closure).
 
 **Per-unit log scale (`units=`).** Plain tolerances are absolute and relative to the whole
 parameter vector, so at tiny initialization (alpha far below atol) the small neurons are

@@ -127,3 +127,25 @@ def test_two_layer_relu_against_orthogonal_flow():
     )
     assert ref.ok and sol.ok
     np.testing.assert_allclose(sol.loss, ref.loss, rtol=1e-6, atol=1e-10)
+
+
+@pytest.mark.slow
+def test_implicit_solver_with_a_matrix_free_linear_solve():
+    # Kvaerno5 whose Newton iterations solve (I - h gamma J) dx = b by GMRES on Jacobian-vector
+    # products (lineax, never forming J): the same flow as the explicit solve. (diffrax
+    # 0.7.2's VeryChord with GMRES raised a TypeError here: it stop-gradients a linear state
+    # that holds the operator's closure; optimistix's Newton takes GMRES.)
+    import diffrax
+    import lineax as lx
+    import optimistix as optx
+
+    mlp, loss, data = _mlp_problem()
+    ts = jnp.linspace(0.0, 3.0, 7)
+    ref = gradient_flow(mlp, loss, ts, args=data, time_scale=2.0, rtol=1e-10, atol=1e-10)
+    gmres = lx.GMRES(rtol=1e-10, atol=1e-10, restart=40, stagnation_iters=40)
+    solver = diffrax.Kvaerno5(root_finder=optx.Newton(rtol=1e-10, atol=1e-10, linear_solver=gmres))
+    sol = gradient_flow(
+        mlp, loss, ts, args=data, time_scale=2.0, rtol=1e-8, atol=1e-8, solver=solver
+    )
+    assert sol.ok and ref.ok
+    np.testing.assert_allclose(sol.loss, ref.loss, rtol=1e-6, atol=1e-10)
