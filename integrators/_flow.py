@@ -206,6 +206,16 @@ def orthogonal_flow(
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
     model = TwoLayerReLU(check_finite("model.a", model.a), check_finite("model.W", model.W))
+    solver = diffrax.Dopri5() if solver is None else solver
+    if stepsize_controller is None:
+        stepsize_controller = default_controller(rtol, atol)
+    out = _solve(X, y, model, ts, tau, solver, stepsize_controller, max_steps, save_params)
+    return out.raise_if_failed(throw)
+
+
+@eqx.filter_jit
+def _solve(X, y, model, ts, tau, solver, stepsize_controller, max_steps, save_params):
+    """The solve itself, compiled once per shape and option set (the inputs are checked)."""
     state0, v_frozen = _initial_state(model, X)
     w_perp = model.W - (model.W @ X.T) @ X
     frame = _Frame(X, y, tau, v_frozen, w_perp)
@@ -216,16 +226,14 @@ def orthogonal_flow(
 
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_vector_field),
-        diffrax.Dopri5() if solver is None else solver,
-        t0=jnp.zeros((), dtype),
+        solver,
+        t0=jnp.zeros((), ts.dtype),
         t1=ts[-1],
         dt0=None,
         y0=state0,
         args=frame,
         saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save), diffrax.SubSaveAt(t1=True)]),
-        stepsize_controller=(
-            default_controller(rtol, atol) if stepsize_controller is None else stepsize_controller
-        ),
+        stepsize_controller=stepsize_controller,
         max_steps=max_steps,
         throw=False,
     )
@@ -240,4 +248,4 @@ def orthogonal_flow(
         result=RESULTS.promote(sol.result),
         stats=diffrax_stats(sol),
     )
-    return out.raise_if_failed(throw)
+    return out

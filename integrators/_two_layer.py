@@ -74,7 +74,7 @@ INACTIVE, ACTIVE, SLIDING = 0, 1, 2
 _MAX_LOG_SIZE = 600.0  # caps exp(2 kappa) in trial stages (see `_vanishing`)
 _KINK_TOL = 1e-9  # pre-activations (in units of the neuron's size) treated as on the kink
 _NUDGE = 1e-13  # where a classified entry restarts, on its side of the kink
-_RELEASE_ROUNDS = 3  # re-solves of the sliding weights after a release
+_RELEASE_ROUNDS = 4  # re-solves of the sliding weights, one release per neuron each
 
 
 class _TimeBisection(optx.Bisection):
@@ -125,6 +125,8 @@ class _Frame(eqx.Module):
     y: Float[Array, " n"]
     tau: Float[Array, ""]
     mode: Int[Array, "m n"]
+    quiet: Array  # (m, n) bool: entries too slow to track by events (see `_classify`)
+    quiet_speed: Float[Array, ""]
 
 
 def _residual(kappa, psi, frame):
@@ -179,11 +181,12 @@ def _distance(state, frame):
     pz = psi[:, 1:]
     _, r = _residual(kappa, psi, frame)
     sigma = _sliding_weights(r, frame)
-    return jnp.where(
+    dist = jnp.where(
         frame.mode == ACTIVE,
         pz,
         jnp.where(frame.mode == INACTIVE, -pz, jnp.minimum(sigma, 1.0 - sigma)),
     )
+    return jnp.where(frame.quiet, jnp.inf, dist)
 
 
 def _event_condition(t, y, args, **kwargs):
@@ -193,15 +196,22 @@ def _event_condition(t, y, args, **kwargs):
 def _classify(state, frame, candidates):
     """New pattern and state after a kink event: `candidates` (m, n) are put on the kink
     (z = 0) and classified by their one-sided velocities; then sliding entries whose weight
-    left (0, 1) are released; classified entries restart a hair off the kink on their side."""
+    left [0, 1] are released; classified entries restart a hair off the kink on their side.
+
+    Entries whose one-sided velocities are both below `quiet_speed` (the solver's atol per
+    unit time: near a fitted interpolator, where the residual is ~1e-9) become *quiet*: not
+    tracked by events (their crossings would move the solution by less than atol per unit
+    time, and tracking them is a Zeno loop of events at a fixed time), active or inactive by
+    their sign, and reconsidered at every later event."""
     kappa, psi = state
     n = frame.y.shape[0]
     psi = psi.at[:, 1:].set(jnp.where(candidates, 0.0, psi[:, 1:]))
-    mode = jnp.where(candidates & (frame.mode == SLIDING), INACTIVE, frame.mode)
+    judged = candidates | frame.quiet
+    mode = jnp.where(judged & (frame.mode == SLIDING), INACTIVE, frame.mode)
     base = eqx.tree_at(lambda f: f.mode, frame, mode)
-    pa, _, r, sigma, _, _ = _field_parts(kappa, psi, base)
+    pa, pz, r, sigma, _, _ = _field_parts(kappa, psi, base)
     s = jnp.where(mode == ACTIVE, 1.0, jnp.where(mode == SLIDING, sigma, 0.0))
-    s_minus = jnp.where(candidates, 0.0, s)  # each candidate counted inactive ...
+    s_minus = jnp.where(judged, 0.0, s)  # each entry judged counted inactive ...
     d_minus = -pa[:, None] * ((s_minus * r[None, :]) @ frame.G) / n
     d_plus = d_minus - pa[:, None] * (jnp.diag(frame.G) * r)[None, :] / n  # ... and active
     new = jnp.where(
@@ -209,21 +219,33 @@ def _classify(state, frame, candidates):
         ACTIVE,
         jnp.where((d_minus > 0) & (d_plus <= 0), SLIDING, INACTIVE),
     )
+    quiet = judged & (jnp.maximum(jnp.abs(d_minus), jnp.abs(d_plus)) < frame.quiet_speed)
+    by_sign = jnp.where(pz > 0, ACTIVE, INACTIVE)
+    # on the kink: by the one-sided velocities; quiet, or off the kink (a quiet entry that
+    # woke up away from it): by its sign
+    new = jnp.where(candidates & ~quiet, new, by_sign)
     was_sliding = frame.mode == SLIDING
-    mode = jnp.where(candidates, new, mode)
+    mode = jnp.where(judged, new, mode)
     released = jnp.zeros_like(candidates)
     for _ in range(_RELEASE_ROUNDS):
         here = eqx.tree_at(lambda f: f.mode, frame, mode)
         sigma = _sliding_weights(_residual(kappa, psi, here)[1], here)
-        up = (mode == SLIDING) & (sigma >= 1.0 - _KINK_TOL)
-        down = (mode == SLIDING) & (sigma <= _KINK_TOL)
+        # per neuron, release only the entry furthest outside [0, 1] (the others' weights
+        # change once it is gone), and strictly outside only: a weight just inside stays on
+        # the kink until it crosses (releasing it early lets it fall straight back, a Zeno
+        # loop of events)
+        violation = jnp.where(mode == SLIDING, jnp.maximum(sigma - 1.0, -sigma), -jnp.inf)
+        worst = jnp.arange(n)[None, :] == jnp.argmax(violation, axis=1)[:, None]
+        out = worst & (violation > 0)
+        up = out & (sigma > 1.0)
+        down = out & (sigma < 0.0)
         mode = jnp.where(up, ACTIVE, jnp.where(down, INACTIVE, mode))
         released = released | up | down
     entered = candidates & (mode == SLIDING) & ~was_sliding
-    moved = candidates | released
+    moved = (candidates & ~quiet) | released
     side = jnp.where(mode == ACTIVE, _NUDGE, jnp.where(mode == INACTIVE, -_NUDGE, 0.0))
     psi = psi.at[:, 1:].set(jnp.where(moved, side, psi[:, 1:]))
-    return (kappa, psi), mode, jnp.sum(entered)
+    return (kappa, psi), mode, quiet, jnp.sum(entered)
 
 
 def _initial(model: TwoLayerReLU, X):
@@ -337,8 +359,10 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
         r = _residual(kappa, psi, frame)[1]
         return 0.5 * jnp.mean(r * r), kappa, psi
 
-    def segment(t0, state, mode):
-        frame = _Frame(G, y, tau, mode)
+    speed = jnp.asarray(atol, dtype)
+
+    def segment(t0, state, mode, quiet):
+        frame = _Frame(G, y, tau, mode, quiet, speed)
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(_vector_field),
             solver,
@@ -370,14 +394,17 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
         )
         return sol.ts[1][-1], final, stopped, saved, result, sol.stats
 
-    def new_pattern(state, mode):
-        frame = _Frame(G, y, tau, mode)
+    def new_pattern(state, mode, quiet):
+        frame = _Frame(G, y, tau, mode, quiet, speed)
         dist = _distance(state, frame)
         first = jnp.arange(dist.size).reshape(dist.shape) == jnp.argmin(dist)
         return _classify(state, frame, (dist <= _KINK_TOL) | first)
 
     # at t = 0 entries exactly on the kink are classified like any other kink event
-    state, mode, entries0 = _classify(state0, _Frame(G, y, tau, mode0), state0[1][:, 1:] == 0)
+    none = jnp.zeros(mode0.shape, bool)
+    state, mode, quiet, entries0 = _classify(
+        state0, _Frame(G, y, tau, mode0, none, speed), state0[1][:, 1:] == 0
+    )
     blank = (
         jnp.full((T,), jnp.inf, dtype),
         jnp.full((T, m), jnp.inf, dtype),
@@ -385,7 +412,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
     )
     zero = jnp.zeros((), jnp.int32)
     carry0 = dict(
-        t=ts[0], state=state, mode=mode, saved=blank, filled=jnp.zeros((T,), bool),
+        t=ts[0], state=state, mode=mode, quiet=quiet, saved=blank, filled=jnp.zeros((T,), bool),
         result=RESULTS.successful, events=zero, entries=entries0.astype(jnp.int32),
         steps=zero, accepted=zero, rejected=zero, done=jnp.asarray(False),
     )  # fmt: skip
@@ -394,14 +421,16 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
         return ~c["done"]
 
     def body(c):
-        t1, final, stopped, saved, result, stats = segment(c["t"], c["state"], c["mode"])
+        t1, final, stopped, saved, result, stats = segment(
+            c["t"], c["state"], c["mode"], c["quiet"]
+        )
         take = (ts >= c["t"]) & (ts <= t1) & ~c["filled"]
         merged = jax.tree_util.tree_map(
             lambda new, old: jnp.where(take.reshape((T,) + (1,) * (new.ndim - 1)), new, old),
             saved,
             c["saved"],
         )
-        state, mode, entered = new_pattern(final, c["mode"])
+        state, mode, quiet, entered = new_pattern(final, c["mode"], c["quiet"])
         ok = result == RESULTS.successful
         keep = stopped & ok
         events = c["events"] + keep.astype(jnp.int32)
@@ -411,6 +440,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
             t=t1,
             state=jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), state, final),
             mode=jnp.where(keep, mode, c["mode"]),
+            quiet=jnp.where(keep, quiet, c["quiet"]),
             saved=merged,
             filled=c["filled"] | take,
             result=result,

@@ -43,6 +43,7 @@ idealized problem, not of a particular float64 X.
 """
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
@@ -202,6 +203,17 @@ def vanishing_flow(
     directions = check_finite("directions", inexact(directions, dtype))
     y = check_finite("y", inexact(y, dtype))
     ts = check_time_grid("ts", ts, dtype)
+    solver = diffrax.Dopri5() if solver is None else solver
+    if stepsize_controller is None:
+        stepsize_controller = default_controller(rtol, atol)
+    out = _solve(y, signs, directions, ts, tau, solver, stepsize_controller, max_steps,
+                 save_directions)  # fmt: skip
+    return out.raise_if_failed(throw)
+
+
+@eqx.filter_jit
+def _solve(y, signs, directions, ts, tau, solver, stepsize_controller, max_steps, save_directions):
+    """The solve itself, compiled once per shape and option set (the inputs are checked)."""
     args = (signs, y, tau)
 
     def save(t, state, args):
@@ -212,16 +224,14 @@ def vanishing_flow(
 
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_vector_field),
-        diffrax.Dopri5() if solver is None else solver,
-        t0=jnp.zeros((), dtype),
+        solver,
+        t0=jnp.zeros((), ts.dtype),
         t1=ts[-1],
         dt0=None,
-        y0=(-jnp.ones((m,), dtype), directions),
+        y0=(-jnp.ones(signs.shape, ts.dtype), directions),
         args=args,
         saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save), diffrax.SubSaveAt(t1=True)]),
-        stepsize_controller=(
-            default_controller(rtol, atol) if stepsize_controller is None else stepsize_controller
-        ),
+        stepsize_controller=stepsize_controller,
         max_steps=max_steps,
         throw=False,
     )
@@ -240,4 +250,4 @@ def vanishing_flow(
         result=RESULTS.promote(sol.result),
         stats=diffrax_stats(sol),
     )
-    return out.raise_if_failed(throw)
+    return out
