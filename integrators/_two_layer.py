@@ -37,8 +37,17 @@ with sample i counted active or inactive for neuron j:
   S solve (G (r * s_j))_S = 0 with s_ji = sigma_ji on S; a sliding entry leaves the kink
   when its sigma_ji reaches 1 (it activates) or 0 (it falls inactive).
 
+With several sliding entries in one neuron, an entry whose weight leaves [0, 1] is released
+one at a time (the worst first), since the others' weights change once it is gone. An entry
+whose one-sided velocities are both below `atol` (near a fitted interpolator, where the
+residual is ~1e-9) is *quiet*: not tracked by events, its crossings moving the solution by
+less than atol per unit time; tracking it was a Zeno loop of events at a fixed time.
+
 The accuracy is the solver's tolerance away from the kinks and the root finder's (1e-13 in
-time) at them: nothing is smoothed and no step is forced. Each event restarts the solver; the
+time) at them: nothing is smoothed and no step is forced. Measured against gradient descent
+(correlated inputs c = 0.1, n = 6, alpha = 1e-10, `tests/test_two_layer.py`, slow): GD at two
+steps (4e-4 and 1e-4, off by 2.7e-2 and 6.6e-3) extrapolated to step 0 meets the flow to
+9.8e-5 relative on the loss, through 48 kink events and 26 sliding entries. Each event restarts the solver; the
 number of events is `num_kink_events` in `stats` (and `num_sliding_entries`). A solve that
 uses up `max_kink_events` before `ts[-1]` stops there with `result` = `RESULTS.kink_limited`.
 

@@ -141,3 +141,24 @@ def test_sweep_throughput(tmp_path):
     assert [r["seeds"] for r in results["rows"]] == [1, 16]
     assert {r["devices"] for r in results["sharded"]} == {1, 2}
     assert "seed-epochs/s" in stdout
+
+
+def test_beyond_orthogonal(tmp_path):
+    stdout, results = run_quick("beyond_orthogonal", tmp_path / "bo")
+    keys = {
+        "inputs", "c", "d_over_n", "alpha", "seeds", "solve_ok_fraction", "plateaus_mean",
+        "first_jump_ratio_median", "cost_ratio_median", "morse_index_first_plateau",
+    }  # fmt: skip
+    rows = results["rows"]
+    assert [r["inputs"] for r in rows] == ["correlated", "correlated", "gaussian"]
+    for r in rows:
+        assert keys <= r.keys() and r["solve_ok_fraction"] == 1.0 and r["seeds"] == 2
+    # c = 0 is the orthonormal case: the finite-alpha prediction times the first jump
+    assert abs(rows[0]["first_jump_ratio_finite_alpha_median"] - 1) < 1e-3
+    assert rows[0]["median_sliding_entries"] == 0 and rows[1]["median_sliding_entries"] > 0
+    flows = {(s["case"], s["flow"]): s for s in results["solvers"]}
+    assert flows[("orthonormal two-layer", "orthogonal_flow")]["max_loss_error"] < 1e-6
+    assert flows[("correlated c=0.1", "two_layer_flow")]["ok"]
+    for name in ("losses.png", "deviation.png"):
+        assert (tmp_path / "bo" / name).stat().st_size > 10_000
+    assert "1st jump" in stdout
