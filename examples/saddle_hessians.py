@@ -2,11 +2,12 @@
 
 On an orthonormal instance at alpha = 1e-30, the flow is stopped in the middle of each
 plateau (halfway between Algorithm 1's jumps). There, a neuron j that is still small
-(||theta_j|| = alpha^(-ell_j), far below 1) sees the Hessian block [[0, -s_j r_A^T / n], [-s_j r_A / n, 0]]
-in (a_j, v_j) on its active samples A, so its unstable eigenvalue is -||r_A|| / n. Once its
-sign-mismatched components have reached the kink, A is Algorithm 1's support and r the plateau's
-residual: -lambda_j = ||D_j^(k)||, Algorithm 1's rate. Zeroing the small neurons and polishing
-the rest with `critical_point` gives the saddle itself, whose loss is Algorithm 1's plateau.
+(||theta_j|| = alpha^(-ell_j), far below 1) sees the Hessian block
+[[0, -s_j r_A^T / n], [-s_j r_A / n, 0]] in (a_j, v_j) on its active samples A, so its
+unstable eigenvalue is -||r_A|| / n. Once its sign-mismatched components have reached the
+kink, A is Algorithm 1's support and r the plateau's residual: -lambda_j = ||D_j^(k)||,
+Algorithm 1's rate. Zeroing the small neurons and polishing the rest with `critical_point`
+gives the saddle itself, whose loss is Algorithm 1's plateau.
 
 Everything is evaluated in the data basis with X = I exactly: at alpha = 1e-30, W X^T of a small
 neuron carries 1e-16 ||w_j|| of float64 rounding, far above its frozen components (~ alpha),

@@ -14,7 +14,8 @@ raises a TypeError: it stop-gradients a linear state that holds the operator's c
 **Per-unit log scale (`units=`).** Plain tolerances are absolute and relative to the whole
 parameter vector, so at tiny initialization (alpha far below atol) the small neurons are
 integrated with no relative accuracy. With `units` (an integer label per parameter entry,
-e.g. `neuron_units(model)`: a neuron's incoming weights, bias and outgoing weights), every
+e.g. `neuron_units(model)`: (a_j, w_j) of a `TwoLayerReLU`, a neuron's incoming weights and
+bias in an `eqx.nn.MLP`), every
 unit u is integrated as theta_u = exp(kappa_u) psi_u with the gauge
 
     d kappa_u/dt = -tau <psi_u, e^(-kappa_u) g_u> / ||psi_u||^2,
@@ -40,7 +41,13 @@ from jaxtyping import Array, Float
 
 from dynamics import TwoLayerReLU
 from theory import RESULTS, Solution, diffrax_stats
-from theory.checks import check_positive, check_solver_options, check_time_grid, check_time_scale
+from theory.checks import (
+    check_positive,
+    check_solver_options,
+    check_time_grid,
+    check_time_scale,
+    check_value,
+)
 
 from ._flow import default_controller
 
@@ -144,8 +151,12 @@ def _unit_labels(units, params):
             )
         out.append(label)
     count = max(int(np.max(label, initial=-1)) for label in out) + 1
-    if any(int(np.min(label, initial=0)) < -1 for label in out) or count == 0:
-        raise ValueError("`units` labels must be -1 (no unit) or 0, 1, ... with at least one unit")
+    low = min(int(np.min(label, initial=0)) for label in out)
+    if low < -1 or count == 0:
+        raise ValueError(
+            "`units` labels must be -1 (no unit) or 0, 1, ... with at least one unit, got "
+            f"labels from {low} to {count - 1}"
+        )
     return out, count
 
 
@@ -267,6 +278,21 @@ def gradient_flow(
     else:
         labels, count = _unit_labels(units, params)
         y0 = _to_log_scale(params, labels, count, dtype)
+        # a unit that is zero at the start has no scale to follow (its kappa would run off
+        # like log t): label it -1 instead
+        sizes = _unit_sum(labels, [x * x for x in jax.tree_util.tree_leaves(params)], count)
+        used = np.zeros(count, bool)
+        for lab in labels:
+            used[lab[lab >= 0]] = True
+        y0 = (
+            check_value(
+                y0[0],
+                (sizes > 0) | ~jnp.asarray(used),
+                "every unit of `units` must be nonzero at the start (label a zero unit -1), "
+                "got a unit with all its weights 0",
+            ),
+            y0[1],
+        )
 
         def to_params(y):
             kappa, psi = y
