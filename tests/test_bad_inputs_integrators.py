@@ -188,7 +188,33 @@ CASES["two_layer_flow"] = [
     (lambda: I.two_layer_flow(NET, X2, Y2, TS, max_kink_events=0), ValueError, "max_kink"),
     (lambda: I.two_layer_flow(NET, X2, Y2, TS, gram_tol=-1.0), ValueError, "gram_tol"),
     (lambda: I.two_layer_flow(NET, X2, Y2, TS, atol=-1.0), ValueError, "atol"),
+    (
+        lambda: I.two_layer_flow(TwoLayerReLU(jnp.zeros(0), jnp.zeros((0, 2))), X2, Y2, TS),
+        ValueError,
+        "at least one neuron",
+    ),
+    (
+        lambda: I.two_layer_flow(
+            TwoLayerReLU(NET.a.astype(jnp.float32), NET.W.astype(jnp.float32)),
+            X2.astype(jnp.float32),
+            Y2,
+            TS,
+        ),
+        ValueError,
+        "float64",
+    ),  # fmt: skip
+    (lambda: I.two_layer_flow(NET, X2.astype(jnp.complex128), Y2, TS), ValueError, "real"),
 ]
+CASES["gradient_flow"] += [
+    (
+        lambda: I.gradient_flow(
+            TwoLayerReLU(jnp.array([0.0, 0.1]), jnp.array([[0.0, 0.0], [0.1, 0.2]])), _sq, TS,
+            units=I.neuron_units(NET),
+        ),
+        ValueError,
+        "nonzero at the start",
+    )
+]  # fmt: skip
 CASES["neuron_units"] = [
     (lambda: I.neuron_units(LEAKY), ValueError, "TwoLayerReLU or an eqx.nn.MLP"),
 ]
