@@ -167,12 +167,17 @@ def _sliding_weights(r, frame):
         M = jnp.where(both, frame.G[None] * r[None, None, :], eye[None])
         b = jnp.where(S, -(jnp.where(frame.mode == ACTIVE, r[None, :], 0.0) @ frame.G), 0.0)
         sigma = jnp.linalg.solve(M, b[..., None])[..., 0]
-        MtM = jnp.einsum("jki,jkl->jil", M, M)
-        ridge = 1e-14 * jnp.max(jnp.abs(MtM), axis=(1, 2), keepdims=True) * eye[None]
-        rhs = jnp.einsum("jki,jk->ji", M, b)
-        fallback = jnp.linalg.solve(MtM + ridge, rhs[..., None])[..., 0]
+
+        def least_squares():
+            MtM = jnp.einsum("jki,jkl->jil", M, M)
+            ridge = 1e-14 * jnp.max(jnp.abs(MtM), axis=(1, 2), keepdims=True) * eye[None]
+            rhs = jnp.einsum("jki,jk->ji", M, b)
+            return jnp.linalg.solve(MtM + ridge, rhs[..., None])[..., 0]
+
         good = jnp.all(jnp.isfinite(sigma), axis=1, keepdims=True)
-        sigma = jnp.where(good, sigma, fallback)
+        sigma = jax.lax.cond(
+            jnp.all(good), lambda: sigma, lambda: jnp.where(good, sigma, least_squares())
+        )
         # still not finite (a sliding sample fitted exactly, r_i = 0): release the entry
         return jnp.where(S, jnp.where(jnp.isfinite(sigma), sigma, -1.0), 0.0)
 
