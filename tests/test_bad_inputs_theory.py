@@ -13,6 +13,16 @@ X2, A2 = jnp.eye(2), jnp.array([1.0, -1.0])
 NAN = float("nan")
 
 CASES = {
+    "kkt_residual": [
+        (lambda: T.kkt_residual(jnp.eye(2), jnp.eye(3), A2, A2, 0.5), ValueError, "`X`"),
+        (lambda: T.kkt_residual(jnp.eye(2), X2, A2[:, None], A2, 0.5), ValueError, "`y`"),
+        (lambda: T.kkt_residual(jnp.eye(2), X2, jnp.array([1.0, 0.0]), A2, 0.5), ValueError, "`y`"),
+        (lambda: T.kkt_residual(jnp.eye(2), X2, A2, jnp.ones(3), 0.5), ValueError, "`a`"),
+        (lambda: T.kkt_residual(jnp.eye(2), X2, A2, A2, 1.5), ValueError, "gamma"),
+        (lambda: T.kkt_residual(jnp.full((2, 2), NAN), X2, A2, A2, 0.5), ValueError, "`W`"),
+        (lambda: T.kkt_residual(jnp.eye(2), X2, A2, A2, 0.5, kink_tol=-1.0), ValueError, "kink"),
+        (lambda: T.kkt_residual(jnp.eye(2), X2, A2, A2, 0.5, rounds=0), ValueError, "rounds"),
+    ],
     "activation_function": [(lambda: T.activation_function("tanh"), ValueError, "activation")],
     "hermite_coefficients": [
         (lambda: T.hermite_coefficients("abs", -1), ValueError, "degree"),

@@ -18,6 +18,7 @@ from ._kernels import (
     dual_kernel as dual_kernel,
     kernel_truncation_error as kernel_truncation_error,
 )
+from ._kkt import KKTResidual as KKTResidual, kkt_residual as kkt_residual
 from ._margin import (
     MaxMargin as MaxMargin,
     activation_pattern as activation_pattern,

@@ -1,0 +1,185 @@
+"""A KKT certificate for the limit direction of GD on leaky-ReLU nets, for any activation pattern.
+
+For f(x; W) = sum_j a_j phi(<w_j, x>), phi(z) = max(z, gamma z), with a fixed, the normalized
+margin is 1-homogeneous in W, and GD on the exponential loss converges in direction to a KKT
+point of margin maximization (Lyu and Li, 2020):
+
+    min 1/2 ||W||_F^2   subject to   q_i(W) = y_i f(x_i; W) >= 1.
+
+With W scaled so that min_i q_i = 1 (W~ = W / min_i q_i), the KKT conditions with Clarke's
+subdifferential read: there are lam >= 0 and slopes c_ji in d phi(<w~_j, x_i>) (1 where the
+pre-activation is positive, gamma where negative, anything in [gamma, 1] on the kink) with
+
+    w~_j = a_j sum_i lam_i c_ji y_i x_i          (stationarity)
+    lam_i (q_i(W~) - 1) = 0                      (complementary slackness).
+
+`kkt_residual` finds the multipliers and the kink slopes that fit stationarity best (the
+least-squares residual, relative to ||W~||) and reports it beside the complementarity
+sum_i lam_i (q_i - 1) / sum_i lam_i: an (eps, delta)-KKT point in Lyu and Li's sense. Unlike
+`max_margin`'s program (5) it needs no all-activated pattern: W's own pattern is used, neurons
+on a kink included. Fitting alternates two convex problems (the multipliers by the active-set
+NNQP with the slopes fixed, then the kink slopes by projected gradient with the multipliers
+fixed), so a small residual certifies a KKT point and a large one is an upper bound on the
+best fit (the joint problem is bilinear).
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float
+
+from ._nnqp import nnqp
+from ._solution import RESULTS, Solution
+from .checks import check_finite, check_gamma, check_plus_minus_one, check_shape, inexact
+
+
+class KKTResidual(Solution):
+    """Result of `kkt_residual`.
+
+    - `residual`: max(`stationarity`, `complementarity`), 0 at an exact KKT point.
+    - `stationarity`: ||W~ - sum_i lam_i y_i (a_j c_ji x_i)_j||_F / ||W~||_F.
+    - `complementarity`: sum_i lam_i (q_i - 1) / sum_i lam_i (0 when lam = 0).
+    - `multipliers` (n,): lam >= 0; `slopes` (m, n): c_ji in [gamma, 1]; `on_kink` (m, n):
+      the entries treated as on the kink (|<w_j, x_i>| <= `kink_tol` ||w_j|| ||x_i||).
+    - `min_margin`: min_i y_i f(x_i; W) of the W given (the scale removed); `margins` (n,):
+      q_i(W~) >= 1.
+    - `result`: `successful`, or `infeasible` where W does not separate the data
+      (min margin <= 0: no scaling of W is feasible); `stats`: NNQP steps.
+
+    >>> r = kkt_residual(jnp.array([[1.0, 0.0]]), jnp.eye(2), jnp.array([1.0, 1.0]),
+    ...                  jnp.array([1.0]), 0.5)
+    >>> r.result == RESULTS.infeasible, float(r.min_margin)  # sample 2 is on the kink
+    (Array(True, dtype=bool), 0.0)
+    """
+
+    residual: Float[Array, ""]
+    stationarity: Float[Array, ""]
+    complementarity: Float[Array, ""]
+    multipliers: Float[Array, " n"]
+    slopes: Float[Array, "m n"]
+    on_kink: Bool[Array, "m n"]
+    min_margin: Float[Array, ""]
+    margins: Float[Array, " n"]
+
+
+def kkt_residual(
+    W: Float[Array, "m d"],
+    X: Float[Array, "n d"],
+    y: Float[Array, " n"],
+    a: Float[Array, " m"],
+    gamma: float,
+    *,
+    kink_tol: float = 1e-9,
+    rounds: int = 20,
+) -> KKTResidual:
+    """The KKT residual of margin maximization at W, for W's own activation pattern.
+
+    See the module docstring for the conditions. `W` (m, d): first layer (any scale);
+    `X` (n, d), `y` (n,) in {-1, +1}, `a` (m,): the fixed second layer; `gamma` in (0, 1).
+    `kink_tol`: relative size of a pre-activation counted as on the kink; `rounds`:
+    alternations of the two fits. Jit-compiled and `jax.vmap`-able (over GD checkpoints).
+
+    At `max_margin`'s solution the residual is at rounding level; at a separating W that is
+    not the limit direction it is O(1):
+
+    >>> from theory import max_margin
+    >>> X = jnp.array([[2.0, 0.0], [0.0, 1.0]]); y = jnp.array([1.0, -1.0])
+    >>> a = jnp.array([1.0, -1.0])
+    >>> mm = max_margin(X, y, a, 0.5)
+    >>> bool(kkt_residual(mm.W, X, y, a, 0.5).residual < 1e-10)
+    True
+    >>> other = kkt_residual(jnp.array([[1.0, 0.0], [0.0, 1.0]]), X, y, a, 0.5)
+    >>> bool(other.ok), round(float(other.residual), 4), other.on_kink.tolist()
+    (True, 0.4472, [[False, True], [True, False]])
+    """
+    check_shape("W", W, (None, None))
+    m, d = jnp.shape(W)
+    check_shape("X", X, (None, d))
+    n = jnp.shape(X)[0]
+    if n == 0 or m == 0:
+        raise ValueError(f"need at least one sample and one neuron, got n = {n}, m = {m}")
+    check_shape("y", y, (n,))
+    check_shape("a", a, (m,))
+    gamma = check_gamma(gamma)
+    if not float(kink_tol) >= 0:
+        raise ValueError(f"`kink_tol` must be >= 0, got {kink_tol}")
+    rounds = int(rounds)
+    if rounds < 1:
+        raise ValueError(f"`rounds` must be >= 1, got {rounds}")
+    dtype = jnp.result_type(jnp.asarray(W), jnp.asarray(X), float)
+    W = check_finite("W", inexact(W, dtype))
+    X = check_finite("X", inexact(X, dtype))
+    a = check_finite("a", inexact(a, dtype))
+    y = jnp.asarray(check_plus_minus_one("y", y), dtype)
+    return _kkt(W, X, y, a, jnp.asarray(gamma, dtype), jnp.asarray(kink_tol, dtype), rounds)
+
+
+@eqx.filter_jit
+def _kkt(W, X, y, a, gamma, kink_tol, rounds):
+    Z = W @ X.T  # (m, n) pre-activations
+    scale_z = jnp.linalg.norm(W, axis=1)[:, None] * jnp.linalg.norm(X, axis=1)[None, :]
+    on_kink = jnp.abs(Z) <= kink_tol * scale_z
+    fixed = jnp.where(Z > 0, 1.0, gamma)
+    q = y * (jnp.where(Z > 0, Z, gamma * Z).T @ a)  # margins of W
+    q_min = jnp.min(q)
+    separating = q_min > 0
+    s = jnp.where(separating, q_min, 1.0)
+    Wt, margins = W / s, q / s
+    K = (y[:, None] * y[None, :]) * (X @ X.T)
+    P = Wt @ X.T  # <w~_j, x_i>
+    norm_w = jnp.linalg.norm(Wt)
+    norm_w = jnp.where(norm_w > 0, norm_w, 1.0)
+
+    def fit_multipliers(c):
+        # min_lam ||W~ - sum_i lam_i v_i||^2, v_i = (a_j c_ji y_i x_i)_j: an NNQP
+        G = K * ((a[:, None] ** 2 * c).T @ c)
+        b = y * jnp.sum(a[:, None] * c * P, axis=0)
+        scale = jnp.maximum(jnp.max(jnp.diagonal(G)), jnp.finfo(G.dtype).tiny)
+        qp = nnqp(G, b, tol=1e3 * jnp.finfo(G.dtype).eps * scale, max_steps=10 * b.shape[0])
+        return jnp.where(jnp.isfinite(qp.lam), qp.lam, 0.0), qp.stats["num_steps"]
+
+    def fit_slopes(c, lam):
+        # per neuron, min over the kink slopes in [gamma, 1] of ||w~_j - a_j B_j c_j||^2,
+        # B_j = (lam_i y_i x_i)_i, by projected gradient (step 1 / its Lipschitz constant)
+        B = (lam * y)[:, None] * X  # (n, d)
+        H = (B @ B.T) * (a**2)[:, None, None]  # (m, n, n)
+        g0 = a[:, None] * (B @ Wt.T).T  # (m, n): a_j <b_i, w~_j>
+        lip = jnp.maximum(jnp.linalg.norm(H, axis=(1, 2)), jnp.finfo(H.dtype).tiny)
+
+        def step(c, _):
+            grad = jnp.einsum("jik,jk->ji", H, c) - g0
+            c = jnp.clip(c - grad / lip[:, None], gamma, 1.0)
+            return jnp.where(on_kink, c, fixed), None
+
+        return jax.lax.scan(step, c, None, length=50)[0]
+
+    def alternate(carry, _):
+        c, _, steps = carry
+        lam, it = fit_multipliers(c)
+        c = fit_slopes(c, lam)
+        return (c, lam, steps + it), None
+
+    c0 = jnp.where(on_kink, 0.5 * (1.0 + gamma), fixed)
+    lam0 = jnp.zeros(X.shape[0], X.dtype)
+    (c, _, steps), _ = jax.lax.scan(
+        alternate, (c0, lam0, jnp.zeros((), jnp.int32)), None, length=rounds
+    )
+    lam, it = fit_multipliers(c)
+    fit = (a[:, None] * c * (lam * y)[None, :]) @ X
+    stationarity = jnp.linalg.norm(Wt - fit) / norm_w
+    total = jnp.sum(lam)
+    complementarity = jnp.where(total > 0, jnp.sum(lam * (margins - 1.0)) / total, 0.0)
+    residual = jnp.maximum(stationarity, complementarity)
+    nan = jnp.asarray(jnp.inf, X.dtype)
+    return KKTResidual(
+        residual=jnp.where(separating, residual, nan),
+        stationarity=jnp.where(separating, stationarity, nan),
+        complementarity=jnp.where(separating, complementarity, nan),
+        multipliers=lam,
+        slopes=c,
+        on_kink=on_kink,
+        min_margin=q_min,
+        margins=margins,
+        result=RESULTS.where(separating, RESULTS.successful, RESULTS.infeasible),
+        stats={"num_steps": steps + it},
+    )
