@@ -16,6 +16,7 @@ from integrators import (
 _instance = orthogonal_instance
 
 
+@pytest.mark.slow
 def test_gradient_descent_follows_the_flow_at_small_step():
     X, y, model = _instance(jax.random.PRNGKey(5), 8, 16, 0.05)
     eta = 0.01

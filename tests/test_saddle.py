@@ -62,7 +62,7 @@ def _random_instance(key, n, m):
     return y, signs, directions
 
 
-@pytest.mark.parametrize("n,m", [(5, 3), (16, 42), (32, 12)])
+@pytest.mark.parametrize("n,m", [(5, 3), pytest.param(16, 42, marks=pytest.mark.slow), (32, 12)])
 def test_invariants_on_random_instances(n, m):
     keys = jax.random.split(jax.random.PRNGKey(n * 100 + m), 8)
     y, signs, directions = jax.vmap(_random_instance, in_axes=(0, None, None))(keys, n, m)
