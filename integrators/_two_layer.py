@@ -262,20 +262,28 @@ def _classify(state, frame, candidates):
     )
     was_sliding = frame.mode == SLIDING
     mode = jnp.where(candidates, new, mode)
-    released = jnp.zeros_like(candidates)
-    for _ in range(_RELEASE_ROUNDS):
+
+    def round_(carry):
+        mode, released, _, k = carry
         vel = _velocity(kappa, psi, with_mode(mode))
         wrong = candidates & (((mode == ACTIVE) & (vel < 0)) | ((mode == INACTIVE) & (vel > 0)))
-        mode = jnp.where(wrong, SLIDING, mode)
-        here = with_mode(mode)
+        new = jnp.where(wrong, SLIDING, mode)
+        here = with_mode(new)
         sigma = _sliding_weights(_residual(kappa, psi, here)[1], here)
-        violation = jnp.where(mode == SLIDING, jnp.maximum(sigma - 1.0, -sigma), -jnp.inf)
+        violation = jnp.where(new == SLIDING, jnp.maximum(sigma - 1.0, -sigma), -jnp.inf)
         worst = jnp.arange(n)[None, :] == jnp.argmax(violation, axis=1)[:, None]
         out = worst & (violation > 0)
         up = out & (sigma > 1.0)
         down = out & (sigma < 0.0)
-        mode = jnp.where(up, ACTIVE, jnp.where(down, INACTIVE, mode))
-        released = released | up | down
+        new = jnp.where(up, ACTIVE, jnp.where(down, INACTIVE, new))
+        return new, released | up | down, jnp.any(new != mode), k + 1
+
+    # until the pattern stops changing (one round for a lone entry), at most _RELEASE_ROUNDS
+    mode, released, _, _ = jax.lax.while_loop(
+        lambda c: c[2] & (c[3] < _RELEASE_ROUNDS),
+        round_,
+        (mode, jnp.zeros_like(candidates), jnp.asarray(True), 0),
+    )
     entered = candidates & (mode == SLIDING) & ~was_sliding
     moved = candidates | released
     speed = frame.tau * jnp.maximum(jnp.abs(d_minus), jnp.abs(d_plus))
