@@ -17,6 +17,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
         ("vanishing_limit.py", "alpha = 1e-1000"),
         ("max_margin.py", "1 - cos(W_t, W*)"),
         ("staircase.py", "predicted plateaus"),
+        ("saddle_hessians.py", "equals Algorithm 1's rate"),
     ],
 )
 def test_example_runs(name, expected):
