@@ -209,15 +209,14 @@ def _distance(state, frame):
     """How far each entry is from changing its pattern (> 0 inside): z for active entries,
     -z for inactive ones, min(sigma, 1 - sigma) for sliding ones."""
     kappa, psi = state
-    pz = psi[:, 1:]
-    _, r = _residual(kappa, psi, frame)
-    sigma = _sliding_weights(r, frame)
-    dist = jnp.where(
-        frame.mode == ACTIVE,
-        pz,
-        jnp.where(frame.mode == INACTIVE, -pz, jnp.minimum(sigma, 1.0 - sigma)),
+    sigma = _sliding_weights(_residual(kappa, psi, frame)[1], frame)
+    return _distance_of(frame.mode, psi[:, 1:], sigma)
+
+
+def _distance_of(mode, pz, sigma):
+    return jnp.where(
+        mode == ACTIVE, pz, jnp.where(mode == INACTIVE, -pz, jnp.minimum(sigma, 1.0 - sigma))
     )
-    return dist
 
 
 def _velocity(kappa, psi, frame):
@@ -451,11 +450,12 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
 
     def new_pattern(state, mode):
         frame = _Frame(G, y, tau, mode, slow)
-        dist = _distance(state, frame)
+        _, pz, _, sigma, _, g_z = _field_parts(*state, frame)  # one solve for sigma
+        dist = _distance_of(mode, pz, sigma)
         first = jnp.arange(dist.size).reshape(dist.shape) == jnp.argmin(dist)
         # besides the entry that stopped the solve: entries on the wrong side, and entries
         # within a hair of the kink that move towards it (not those moving away from it)
-        vel = _velocity(*state, frame)
+        vel = -tau * g_z  # `_velocity`
         towards = ((mode == ACTIVE) & (vel < 0)) | ((mode == INACTIVE) & (vel > 0))
         near = (dist <= _KINK_TOL) & (towards | (mode == SLIDING))
         return _classify(state, frame, first | near | (dist < 0))
