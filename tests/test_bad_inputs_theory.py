@@ -227,7 +227,30 @@ CASES["coverage_width"] += [(lambda: T.coverage_width(2.5), ValueError, "`n` mus
 CASES["mixture_test_error"] += [
     (lambda: T.mixture_test_error(jnp.zeros((2, 2)), A2, jnp.ones(2)), ValueError, "nonzero")
 ]
-CASES["bayes_error"] += [(lambda: T.bayes_error(-1.0), ValueError, "signal")]
+CASES["bayes_error"] += [
+    (lambda: T.bayes_error(-1.0), ValueError, "signal"),
+    (lambda: T.bayes_error(1.0, dof=2.0), ValueError, "dof"),
+    (lambda: T.bayes_error(1.0, dof=jnp.array(3.0)), ValueError, "dof"),
+]
+CASES["margin_conditions"] = [
+    (lambda: T.margin_conditions(X2, A2[:, None], 0.1), ValueError, "`y`"),
+    (lambda: T.margin_conditions(X2, jnp.array([1.0, 0.5]), 0.1), ValueError, "`y`"),
+    (lambda: T.margin_conditions(X2, A2, 0.0), ValueError, "gamma"),
+    (lambda: T.margin_conditions(jnp.full((2, 2), NAN), A2, 0.1), ValueError, "`X`"),
+    (lambda: T.margin_conditions(jnp.zeros((0, 2)), jnp.zeros(0), 0.1), ValueError, "at least"),
+]
+CASES["span_error_bound"] = [
+    (lambda: T.span_error_bound(X2, jnp.ones(3)), ValueError, "`mu`"),
+    (lambda: T.span_error_bound(X2, jnp.array([NAN, 1.0])), ValueError, "`mu`"),
+    (lambda: T.span_error_bound(X2, jnp.ones(2), noise_scale=0.0), ValueError, "noise_scale"),
+    (lambda: T.span_error_bound(X2, jnp.ones(2), label_noise=0.5), ValueError, "label_noise"),
+]
+CASES["transition_lower_bound"] = [
+    (lambda: T.transition_lower_bound(0, 1.0, 10), ValueError, "`n`"),
+    (lambda: T.transition_lower_bound(5, -1.0, 10), ValueError, "signal"),
+    (lambda: T.transition_lower_bound(5, 1.0, 10, noise_scale=-1.0), ValueError, "noise_scale"),
+    (lambda: T.transition_lower_bound(5, 1.0, 2.5), ValueError, "`d`"),
+]
 
 
 CASES["saddle_jumps"] += [

@@ -32,6 +32,12 @@ from ._margin import (
 )
 from ._nnqp import NNQPSolution as NNQPSolution, nnqp as nnqp
 from ._plateaus import loss_plateaus as loss_plateaus
+from ._regimes import (
+    MarginConditions as MarginConditions,
+    margin_conditions as margin_conditions,
+    span_error_bound as span_error_bound,
+    transition_lower_bound as transition_lower_bound,
+)
 from ._saddle import (
     SaddleJumps as SaddleJumps,
     coverage_width as coverage_width,

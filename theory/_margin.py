@@ -21,6 +21,7 @@ import math
 
 import equinox as eqx
 import jax.numpy as jnp
+from jax.scipy.special import betainc
 from jax.scipy.stats import norm as _normal
 from jaxtyping import Array, Bool, Float
 
@@ -302,18 +303,35 @@ def signal_regime(n, signal, d, noise_scale=1.0) -> Float[Array, ""]:
     return n * jnp.asarray(signal) ** 2 / (d * jnp.asarray(noise_scale) ** 2)
 
 
-def bayes_error(signal, noise_scale=1.0, label_noise=0.0):
+def bayes_error(signal, noise_scale=1.0, label_noise=0.0, *, dof=None):
     """The Bayes error of the mixture x = y mu + z, z ~ N(0, sigma^2 I), with the labels
     flipped with probability eta: eta + (1 - 2 eta) Phi(-||mu|| / sigma), attained by the
     direction mu itself. A Python float for Python inputs.
 
+    With `dof` (> 2), the noise entries are Student-t with `dof` degrees of freedom scaled to
+    variance sigma^2, as `dynamics.gaussian_mixture(noise="student_t")` draws them, with mu
+    along a coordinate axis: only that coordinate carries the label, its density
+    f(x_1 - y ||mu||) is symmetric and decreasing in |x_1 - y ||mu|||, so the Bayes rule is
+    sign(x_1) and the error is eta + (1 - 2 eta) F_t(-||mu|| / (sigma sqrt((dof - 2) / dof))),
+    F_t(-x) = I_{dof / (dof + x^2)}(dof / 2, 1 / 2) / 2.
+
     >>> round(bayes_error(1.0), 6)
     0.158655
+    >>> round(bayes_error(3.0, dof=3.0), 4) > round(bayes_error(3.0), 4)  # heavier tails
+    True
     """
     label_noise = check_label_noise(label_noise)
     noise_scale = check_positive("noise_scale", noise_scale)
     signal = check_positive("signal", signal, allow_zero=True)  # ||mu||, a norm
-    if isinstance(signal, float | int) and isinstance(noise_scale, float | int):
+    python = isinstance(signal, float | int) and isinstance(noise_scale, float | int)
+    if dof is not None:
+        if not (isinstance(dof, float | int) and dof > 2):
+            raise ValueError(f"`dof` must be a number > 2 (finite variance), got {dof!r}")
+        x = jnp.asarray(signal, float) / (noise_scale * math.sqrt((dof - 2.0) / dof))
+        clean = 0.5 * betainc(0.5 * dof, 0.5, dof / (dof + x**2))
+        out = label_noise + (1.0 - 2.0 * label_noise) * clean
+        return float(out) if python and not isinstance(label_noise, jnp.ndarray) else out
+    if python:
         clean = 0.5 * math.erfc(signal / noise_scale / math.sqrt(2.0))
         return label_noise + (1.0 - 2.0 * label_noise) * clean
     clean = _normal.cdf(-jnp.asarray(signal) / noise_scale)

@@ -1,0 +1,166 @@
+"""Where the leaky-ReLU paper's theorems apply, and how small the test error can be.
+
+Directional convergence (the paper's Theorem 4.8) is proved in two cases, each a property of
+the training set {(x_i, y_i)} alone:
+
+- **positively correlated**: <y_i x_i, y_k x_k> >= 0 for every pair (a strong signal);
+- **near-orthogonal**: ||x_i||^2 >= C n max_{k != i} |<x_i, x_k>| for every i.
+
+For the second case the engine takes C = 1 / gamma. That constant is the one we derived: from a
+vanishing init the first step of GD (or of normalized GD) is
+w_j(1) = eta (a_j / n) sum_i c_ji y_i x_i, c_ji in [gamma, 1], so
+a_j y_k <x_k, w_j(1)> >= eta a_j^2 / n (gamma ||x_k||^2 - sum_{i != k} |<x_i, x_k>|) > 0
+whenever gamma ||x_k||^2 > (n - 1) max_{i != k} |<x_i, x_k>|: every neuron is activated after
+step 1 whatever its initial signs, and GD is then linear classification in the lifted space.
+The paper's own constant was not available to us (only a summary of the paper is).
+
+A lower bound on the test error (the engine's derivation, in the spirit of the paper's
+Theorem 5.1 lower bound for Gaussian mixtures). On x = y~ mu + z, z ~ N(0, sigma^2 I), the
+classifier sign <v, x> errs with probability Phi(-<v, mu> / (sigma ||v||)). GD from a
+vanishing init keeps the net's effective direction v = sum_j a_j w_j in the span of the
+training inputs, and where the net's boundary is a hyperplane (it is for the max-margin
+direction of the all-activated pattern) its normal is v. Over that span
+<v, mu> / ||v|| <= ||P mu|| with P the projection on span{x_i}, so
+
+    test error >= eta + (1 - 2 eta) Phi(-||P mu|| / sigma)                  (`span_error_bound`)
+
+with eta the test labels' flip probability. For d >> n, x_i = b_i u + z_i^perp with
+u = mu / ||mu||, b_i = y~_i ||mu|| + sigma g_i, so ||P mu||^2 -> ||mu||^2 ||b||^2 /
+(||b||^2 + sigma^2 (d - 1)) with ||b||^2 -> n (||mu||^2 + sigma^2):
+
+    test error >= eta + (1 - 2 eta) Phi(-(s / sigma) sqrt(n (s^2 + sigma^2) /
+                                        (n (s^2 + sigma^2) + sigma^2 (d - 1))))     (s = ||mu||)
+
+(`transition_lower_bound`). With r = n s^2 / (d sigma^2) it is Phi(-s sqrt(r / (1 + r))) up to
+the sigma^2 terms: the Bayes error Phi(-s / sigma) in the strong-signal regime r >> 1, and
+Phi(-sqrt(n) s^2 / (sigma^2 sqrt(d))) in the weak one, bounded away from 0 unless
+n s^4 >> d sigma^4. Where n ||mu||^4 <~ R = d sigma^2, benign overfitting must fail.
+"""
+
+import equinox as eqx
+import jax.numpy as jnp
+from jax.scipy.stats import norm as _normal
+from jaxtyping import Array, Bool, Float
+
+from .checks import (
+    check_finite,
+    check_gamma,
+    check_label_noise,
+    check_plus_minus_one,
+    check_positive,
+    check_positive_int,
+    check_shape,
+    inexact,
+)
+
+
+class MarginConditions(eqx.Module):
+    """Result of `margin_conditions`: Theorem 4.8's two conditions on one training set.
+
+    - `positively_correlated`: <y_i x_i, y_k x_k> >= 0 for all i, k; `min_correlation`: the
+      smallest of them over i != k, relative to ||x_i|| ||x_k|| (>= 0 in that case).
+    - `orthogonality_ratio`: min_i ||x_i||^2 / (n max_{k != i} |<x_i, x_k>|) (inf for n = 1 or
+      exactly orthogonal inputs); `near_orthogonal`: it is >= 1 / gamma (see the module).
+    """
+
+    positively_correlated: Bool[Array, ""]
+    min_correlation: Float[Array, ""]
+    orthogonality_ratio: Float[Array, ""]
+    near_orthogonal: Bool[Array, ""]
+
+
+def margin_conditions(
+    X: Float[Array, "n d"], y: Float[Array, " n"], gamma: float
+) -> MarginConditions:
+    """Theorem 4.8's two sufficient conditions for directional convergence, on (X, y).
+
+    Positive correlation <y_i x_i, y_k x_k> >= 0 for all pairs, and near-orthogonality
+    ||x_i||^2 >= n max_{k != i} |<x_i, x_k>| / gamma (the constant C = 1 / gamma is derived in
+    the module docstring: under it one GD step from a vanishing init activates every neuron).
+    `X` (n, d), `y` (n,) in {-1, +1}, `gamma` in (0, 1). Jit- and vmap-able.
+
+    >>> c = margin_conditions(jnp.array([[3.0, 0.1], [-3.0, 0.1]]), jnp.array([1.0, -1.0]), 0.1)
+    >>> bool(c.positively_correlated), bool(c.near_orthogonal)
+    (True, False)
+    >>> c = margin_conditions(jnp.eye(3), jnp.array([1.0, -1.0, 1.0]), 0.1)
+    >>> bool(c.positively_correlated), float(c.orthogonality_ratio), bool(c.near_orthogonal)
+    (True, inf, True)
+    """
+    check_shape("X", X, (None, None))
+    n = jnp.shape(X)[0]
+    if n == 0:
+        raise ValueError("`X` must hold at least one sample, got 0 rows")
+    check_shape("y", y, (n,))
+    gamma = check_gamma(gamma)
+    X = check_finite("X", inexact(X))
+    y = jnp.asarray(check_plus_minus_one("y", y), X.dtype)
+    yx = y[:, None] * X
+    G = yx @ yx.T
+    sq = jnp.diagonal(G)
+    off = ~jnp.eye(n, dtype=bool)
+    norms = jnp.sqrt(sq)
+    rel = G / jnp.where(norms[:, None] * norms[None, :] > 0, norms[:, None] * norms[None, :], 1.0)
+    min_corr = jnp.min(jnp.where(off, rel, jnp.inf)) if n > 1 else jnp.asarray(jnp.inf, X.dtype)
+    cross = jnp.max(jnp.where(off, jnp.abs(G), 0.0), axis=1)
+    per_sample = jnp.where(cross > 0, sq / jnp.where(cross > 0, n * cross, 1.0), jnp.inf)
+    ratio = jnp.min(per_sample)
+    return MarginConditions(
+        positively_correlated=jnp.all(G >= 0),
+        min_correlation=min_corr,
+        orthogonality_ratio=ratio,
+        near_orthogonal=ratio >= 1.0 / gamma,
+    )
+
+
+def span_error_bound(
+    X: Float[Array, "n d"], mu: Float[Array, " d"], *, noise_scale=1.0, label_noise=0.0
+) -> Float[Array, ""]:
+    """The smallest test error eta + (1 - 2 eta) Phi(-||P mu|| / sigma) of a hyperplane
+    classifier sign <v, x> with v in the span of the training inputs (P: the projection on
+    span{x_i}), on the mixture x = y~ mu + z, z ~ N(0, sigma^2 I), labels flipped with
+    probability eta = `label_noise`. It bounds from below every net trained by GD from a
+    vanishing init whose decision boundary is a hyperplane (see the module docstring).
+
+    >>> X = jnp.array([[1.0, 0.0, 0.0]]); mu = jnp.array([1.0, 1.0, 0.0])
+    >>> round(float(span_error_bound(X, mu)), 4)  # ||P mu|| = 1: Phi(-1)
+    0.1587
+    """
+    check_shape("X", X, (None, None))
+    check_shape("mu", mu, (jnp.shape(X)[1],))
+    noise_scale = check_positive("noise_scale", noise_scale)
+    label_noise = check_label_noise(label_noise)
+    X = check_finite("X", inexact(X))
+    mu = check_finite("mu", inexact(mu, X.dtype))
+    # ||P mu||^2 = (X mu)^T (X X^T)^+ (X mu), through the eigenbasis of the Gram matrix
+    evals, evecs = jnp.linalg.eigh(X @ X.T)
+    cut = jnp.max(jnp.abs(evals), initial=0.0) * jnp.shape(X)[0] * jnp.finfo(X.dtype).eps
+    coef = evecs.T @ (X @ mu)
+    proj = jnp.sum(jnp.where(evals > cut, coef**2 / jnp.where(evals > cut, evals, 1.0), 0.0))
+    clean = _normal.cdf(-jnp.sqrt(proj) / noise_scale)
+    return label_noise + (1.0 - 2.0 * label_noise) * clean
+
+
+def transition_lower_bound(n, signal, d, *, noise_scale=1.0, label_noise=0.0):
+    """The large-d limit of `span_error_bound` for n samples of the Gaussian mixture with
+    ||mu|| = s = `signal` in dimension d:
+
+        eta + (1 - 2 eta) Phi(-(s / sigma) sqrt(n (s^2 + sigma^2) /
+                                                (n (s^2 + sigma^2) + sigma^2 (d - 1)))),
+
+    the Bayes error Phi(-s / sigma) when n s^2 >> d sigma^2 and Phi(-sqrt(n) s^2 /
+    (sigma^2 sqrt(d))) when n s^2 << d sigma^2. Where it exceeds the Bayes error by a margin,
+    benign overfitting of the max-margin net must fail. Array-valued in `signal`.
+
+    >>> round(float(transition_lower_bound(20, 1.0, 400)), 4)  # weak signal: far above Phi(-1)
+    0.3814
+    >>> bool(transition_lower_bound(20, 10.0, 400) < 1e-19)  # strong signal: ~ Phi(-9.2)
+    True
+    """
+    n, d = check_positive_int("n", n), check_positive_int("d", d)
+    noise_scale = check_positive("noise_scale", noise_scale)
+    label_noise = check_label_noise(label_noise)
+    s = check_positive("signal", signal, allow_zero=True)
+    s, sigma = jnp.asarray(s, float), jnp.asarray(noise_scale, float)
+    b2 = n * (s**2 + sigma**2)
+    clean = _normal.cdf(-(s / sigma) * jnp.sqrt(b2 / (b2 + sigma**2 * (d - 1))))
+    return label_noise + (1.0 - 2.0 * label_noise) * clean
