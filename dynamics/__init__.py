@@ -13,6 +13,7 @@ from ._leaky import (
 )
 from ._mixture import (
     gaussian_mixture as gaussian_mixture,
+    projected_test_error as projected_test_error,
     sampled_test_error as sampled_test_error,
 )
 from ._model import (

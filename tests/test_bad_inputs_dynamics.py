@@ -56,6 +56,19 @@ CASES = {
             "dof",
         ),
     ],
+    "projected_test_error": [
+        (
+            lambda: D.projected_test_error(LEAKY, key=KEY, signal=1.0, num_samples=0),
+            ValueError,
+            "num_samples",
+        ),
+        (lambda: D.projected_test_error(LEAKY, key=KEY, signal=NAN), ValueError, "signal"),
+        (
+            lambda: D.projected_test_error(LEAKY, key=KEY, signal=1.0, noise_scale=0.0),
+            ValueError,
+            "noise_scale",
+        ),
+    ],
     "sampled_test_error": [
         (
             lambda: D.sampled_test_error(LEAKY, key=KEY, signal=1.0, num_batches=0),

@@ -5,7 +5,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dynamics import LeakyReLUNet, fixed_second_layer, gaussian_mixture, sampled_test_error
+from dynamics import (
+    LeakyReLUNet,
+    fixed_second_layer,
+    gaussian_mixture,
+    projected_test_error,
+    sampled_test_error,
+    small_leaky_init,
+)
 from theory import mixture_test_error
 
 
@@ -46,3 +53,16 @@ def test_sampled_test_error_against_the_closed_form():
         cf = float(mixture_test_error(W, net.a, mu, label_noise=label_noise))
         np.testing.assert_allclose(cf, label_noise + (1 - 2 * label_noise) * 0.5 * math.erfc(0.5))
         assert abs(mc - cf) < 4 * math.sqrt(cf * (1 - cf) / 40_000)
+
+
+def test_projected_test_error_matches_full_sampling():
+    # the same distribution as sampling x in d dimensions, at a cost independent of d
+    X, y, _, _ = gaussian_mixture(20, 300, signal=1.5, key=jax.random.PRNGKey(0))
+    net = small_leaky_init(6, 300, 0.1, scale=1.0, key=jax.random.PRNGKey(1))
+    net = LeakyReLUNet(net.W + 0.05 * jnp.sum(y[:, None] * X, axis=0), net.a, 0.1)
+    full = float(sampled_test_error(net, key=jax.random.PRNGKey(2), signal=1.5))
+    proj = float(projected_test_error(net, key=jax.random.PRNGKey(3), signal=1.5))
+    se = np.sqrt(full * (1 - full) / 20000)
+    assert abs(full - proj) < 5 * se, (full, proj)
+    noisy = float(projected_test_error(net, key=jax.random.PRNGKey(3), signal=1.5, label_noise=0.2))
+    np.testing.assert_allclose(noisy, 0.2 + 0.6 * proj, atol=6 * se)
