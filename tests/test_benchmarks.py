@@ -75,7 +75,7 @@ def test_reproduction_document_is_generated_from_results(tables, tmp_path):
 
 def test_max_margin(tmp_path):
     stdout, results = run_quick("max_margin", tmp_path / "mm")
-    assert "strong" in stdout and "near_orthogonal" in stdout
+    assert "strong" in stdout and "weak" in stdout and "regime map" in stdout
     for curve in results["curves"].values():
         steps = [s for s, _ in curve]
         assert steps == sorted(steps) and steps[0] == 1
@@ -87,6 +87,19 @@ def test_max_margin(tmp_path):
     gd, ngd = strong["gd"]["one_minus_cos_at"], strong["normalized"]["one_minus_cos_at"]
     assert ngd["1e4"] < 1e-3 * gd["1e4"]
     assert (tmp_path / "mm" / "convergence.png").stat().st_size > 10_000
+    # the KKT residual falls along normalized GD where program (5) is the limit
+    kkt = strong["normalized"]["kkt_residual_at"]
+    assert kkt["1e4"] < 0.1 * kkt["1e2"]
+    fields = {
+        "n", "d", "signal", "seeds", "positively_correlated_fraction", "near_orthogonal_fraction",
+        "activated_after_first_step_fraction", "pattern_frozen_fraction",
+        "normalized_one_minus_cos_median", "test_error_median",
+    }  # fmt: skip
+    rmap = results["regime_map"]
+    assert len(rmap) == 4 and all(fields <= e.keys() for e in rmap)
+    near = [e for e in rmap if e["near_orthogonal_fraction"] == 1.0]
+    assert near and all(e["activated_after_first_step_fraction"] == 1.0 for e in near)
+    assert (tmp_path / "mm" / "regime_map.png").stat().st_size > 10_000
 
 
 def test_phase_transition(tmp_path):
