@@ -111,7 +111,27 @@ def test_phase_transition(tmp_path):
     assert weak["regime"] == "weak" and strong["regime"] == "strong"
     assert strong["closed_form_error"] < weak["closed_form_error"]
     assert results["max_abs_z"] < 5
+    assert all(r["lower_bound"] <= r["closed_form_error"] * (1 + 1e-6) for r in rows)
     assert (tmp_path / "pt" / "transition.png").stat().st_size > 10_000
+
+
+def test_phase_transition_heavy_tails_and_label_noise(tmp_path):
+    argv = ("--noise", "student-t", "--dof", "3", "--label-noise", "0", "0.1")
+    stdout, results = run_quick("phase_transition", tmp_path / "pt", *argv)
+    rows = results["rows"]
+    assert {(r["noise"], r["dof"], r["label_noise"]) for r in rows} == {
+        ("gaussian", None, 0.0),
+        ("gaussian", None, 0.1),
+        ("student_t", 3.0, 0.0),
+        ("student_t", 3.0, 0.1),
+    }
+    assert all(r["train_error"] == 0.0 for r in rows)  # the noisy labels are interpolated
+    for r in rows:
+        assert {"excess_risk", "kkt_residual_curve", "pattern_frozen_fraction"} <= r.keys()
+    for name in ("transition.png", "tails.png", "label_noise.png"):
+        assert (tmp_path / "pt" / name).stat().st_size > 10_000
+    bad = run_module("phase_transition", "--quick", "--dof", "2", timeout=120)
+    assert bad.returncode == 2 and "--dof" in bad.stderr
 
 
 def test_multi_index(tmp_path):
