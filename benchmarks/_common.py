@@ -13,13 +13,50 @@ import jax
 import numpy as np
 
 
+def compile_cache_dir() -> Path:
+    """Where the benchmarks keep JAX's persistent compilation cache: the user's cache folder
+    (`$XDG_CACHE_HOME`, else `~/.cache`), under `saddle_dynamics/jax`."""
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "saddle_dynamics" / "jax"
+
+
+def compile_cache(enabled: bool = True) -> Path | None:
+    """Turn on JAX's persistent compilation cache in `compile_cache_dir()` (every compiled
+    program is kept, however quick its compile), so that rerunning a benchmark with the same
+    options reads its programs back instead of compiling them. A process-wide setting, made by
+    the benchmarks' CLI only; `enabled=False` leaves JAX as it is. Returns the folder."""
+    if not enabled:
+        return None
+    path = compile_cache_dir()
+    path.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return path
+
+
+class _Parser(argparse.ArgumentParser):
+    """Parses, then applies `--no-compile-cache` (the cache must be set before any compile)."""
+
+    def parse_args(self, args=None, namespace=None):
+        parsed = super().parse_args(args, namespace)
+        compile_cache(not parsed.no_compile_cache)
+        return parsed
+
+
 def parser(name: str, description: str, default_seeds: int) -> argparse.ArgumentParser:
-    """The common CLI: `--out`, `--seeds`, `--seed`, `--quick`."""
-    p = argparse.ArgumentParser(prog=f"python -m benchmarks.{name}", description=description)
+    """The common CLI: `--out`, `--seeds`, `--seed`, `--quick`, `--no-compile-cache`. Parsing
+    turns on the persistent compilation cache (`compile_cache`) unless `--no-compile-cache`."""
+    p = _Parser(prog=f"python -m benchmarks.{name}", description=description)
     p.add_argument("--out", type=Path, default=Path("results") / name, help="output folder")
     p.add_argument("--seeds", type=int, default=default_seeds, help="number of seeds")
     p.add_argument("--seed", type=int, default=0, help="base seed")
     p.add_argument("--quick", action="store_true", help="a small, fast configuration")
+    p.add_argument(
+        "--no-compile-cache",
+        action="store_true",
+        help=f"do not use the persistent compilation cache ({compile_cache_dir()})",
+    )
     return p
 
 

@@ -186,10 +186,11 @@ def plot(results: dict, path) -> None:
         ax.plot(d, np.sqrt(gamma * d / n), "k:", lw=0.7, label="||mu||^2 = gamma d / n")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.set_ylim(0.5, 3000.0)  # room above the grid for the legend
         ax.set_xlabel("d")
         ax.set_ylabel("||mu||")
         ax.set_title(f"n = {n}")
-        ax.legend(fontsize=6, loc="lower right")
+        ax.legend(fontsize=6, loc="upper left", ncol=2)
     fig.colorbar(sc, ax=axes[0, -1], label="log10 median 1 - cos (red edge: not frozen)")
     fig.suptitle("Regime map: normalized GD after the last step, against program (5)", fontsize=9)
     save_figure(fig, path)

@@ -33,6 +33,7 @@ from integrators import margin_gradient_descent
 from theory import kkt_residual, margin_conditions, max_margin, one_minus_cos
 
 INIT_SCALE = 1e-10
+LABELS = {"gd": "GD", "normalized": "normalized GD"}
 
 
 def make(key, signal, n, d, m, gamma, gd_steps, normalized_steps, lr_factor):
@@ -290,7 +291,7 @@ def plot(results: dict, path) -> None:
     for name, marker in (("gd", "o-"), ("normalized", "s-")):
         curve = np.array(results["curves"][name])
         keep = curve[:, 1] > 0
-        ax.loglog(curve[keep, 0], curve[keep, 1], marker, ms=3, label=f"{name} GD")
+        ax.loglog(curve[keep, 0], curve[keep, 1], marker, ms=3, label=LABELS[name])
     gd = np.array(results["curves"]["gd"])
     t = gd[:, 0][gd[:, 0] >= 10]
     anchor = gd[gd[:, 0] >= 10][0]
