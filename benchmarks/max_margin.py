@@ -313,7 +313,9 @@ def plot(results: dict, path) -> None:
         for name, marker in (("gd", "o"), ("normalized", "s")):
             curve = np.array(results[case][name]["kkt_residual_curve"])
             keep = np.isfinite(curve[:, 1]) & (curve[:, 1] > 0)
-            bx.loglog(curve[keep, 0], curve[keep, 1], marker + ls, ms=3, label=f"{case}, {name} GD")
+            bx.loglog(
+                curve[keep, 0], curve[keep, 1], marker + ls, ms=3, label=f"{case}, {LABELS[name]}"
+            )
     bx.set_xlabel("GD step t")
     bx.set_ylabel("median KKT residual of margin maximization")
     bx.set_title(
