@@ -111,7 +111,8 @@ def test_phase_transition(tmp_path):
     assert weak["regime"] == "weak" and strong["regime"] == "strong"
     assert strong["closed_form_error"] < weak["closed_form_error"]
     assert results["max_abs_z"] < 5
-    assert all(r["lower_bound"] <= r["closed_form_error"] * (1 + 1e-6) for r in rows)
+    # no hyperplane net in the span of the samples beats the per-instance bound
+    assert all(r["span_bound_mean"] <= r["closed_form_error"] * (1 + 1e-6) for r in rows)
     assert (tmp_path / "pt" / "transition.png").stat().st_size > 10_000
 
 
