@@ -11,6 +11,8 @@ from integrators import gradient_descent, sweep
 N, M, EPOCHS, ETA = 64, 47, 2000, 0.5
 ALPHA = 1e-30 / np.sqrt(M)
 FLOPS_PER_EPOCH = 8 * M * N  # data-basis GD: ~8 m n flops per step
+# the least memory traffic of one step: the m x n data-basis weights read and written once
+BYTES_PER_EPOCH = 2 * 8 * M * N
 
 
 def make(key, alpha):

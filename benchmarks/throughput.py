@@ -12,7 +12,12 @@
   solution (certified by its duality gap).
 - The multi-index population flow against the finite-sample flow at n = 50,000, in simulated
   time per wall second.
-- The GD sweep's achieved FLOP/s against a measured float64 matmul peak on this machine.
+- The GD sweep's achieved FLOP/s against a measured float64 matmul peak on this machine, and
+  its memory traffic (at least the m x n weights read and written per step) against a
+  STREAM-like triad x <- s x + c measured in the same run, on every device at once, inside a
+  compiled loop as the sweep runs: on arrays of the sweep's working set per device (its
+  vmapped batch of weights) and on large ones (64 MiB per array). Whichever fraction of its
+  peak is larger is the limit that binds.
 
 `results.json` has `comparisons`: entries with `name`, `ours`, `theirs`, `unit`, `ratio`
 (ours / theirs) and `better` (whether higher or lower is better). Peers that are not installed
@@ -48,6 +53,8 @@ from dynamics import (
 )
 from integrators import mean_field_flow, orthogonal_flow
 from theory import coverage_width, max_margin, one_minus_cos, saddle_jumps
+
+M_N_BYTES = 8 * gd_bench.M * gd_bench.N  # one seed's float64 data-basis weights
 
 
 def _gd_instances(count: int, base_seed: int):
@@ -284,6 +291,56 @@ def peak_flops(size: int = 2048) -> float:
     return 2 * size**3 / best_seconds(lambda: f(A))
 
 
+def triad_bandwidth(elements: int, iterations: int) -> float:
+    """Bytes per second of the triad x <- 0.5 x + c (24 bytes per element: x and c read, x
+    written) on `elements` float64 entries per device, on all local devices at once
+    (`jax.pmap`), repeated `iterations` times inside one compiled loop."""
+    devices = jax.local_devices()
+    x = jnp.ones((len(devices), elements))
+    step = jax.pmap(
+        lambda x, c: jax.lax.fori_loop(0, iterations, lambda _, x: 0.5 * x + c, x),
+        devices=devices,
+    )
+    return 24.0 * elements * iterations * len(devices) / best_seconds(lambda: step(x, x))
+
+
+def compare_bandwidth(gd: dict, quick: bool) -> tuple[list, dict]:
+    """The GD sweep's least memory traffic against the triad on its working set and on large
+    arrays."""
+    working = gd["batch_size"] * M_N_BYTES // 8  # float64 entries of the vmapped weights
+    large = 2**20 if quick else 2**23  # 8 MiB / 64 MiB per array
+    small_bw = triad_bandwidth(working, 200 if quick else 2000)
+    large_bw = triad_bandwidth(large, 3 if quick else 10)
+    achieved = gd["seed_epochs_per_s"] * gd_bench.BYTES_PER_EPOCH
+    detail = {
+        "working_set_elements_per_device": working,
+        "triad_working_set_bytes_per_s": small_bw,
+        "triad_large_bytes_per_s": large_bw,
+        "large_elements_per_device": large,
+        "gd_sweep_bytes_per_s": achieved,
+        "gd_bytes_per_epoch": gd_bench.BYTES_PER_EPOCH,
+    }
+    rows = [
+        _entry(
+            "GD sweep vs bandwidth peak",
+            achieved,
+            small_bw,
+            "B/s",
+            "higher",
+            note="least traffic of the sweep against the triad on its working set",
+        ),
+        _entry(
+            "GD sweep vs bandwidth peak (large arrays)",
+            achieved,
+            large_bw,
+            "B/s",
+            "higher",
+            note="against the triad on 64 MiB arrays (main memory)",
+        ),
+    ]
+    return rows, detail
+
+
 def run_benchmark(quick=False, base_seed=0) -> dict:
     enable_float64()
     timer = Timer()
@@ -311,6 +368,15 @@ def run_benchmark(quick=False, base_seed=0) -> dict:
             note="fraction of the measured peak",
         )
     )
+    rows, details["bandwidth"] = compare_bandwidth(details["gd"]["engine"], quick)
+    comparisons += rows
+    flop_fraction = achieved / peak
+    bw_fraction = rows[0]["ratio"]
+    details["binding_limit"] = {
+        "flop_fraction": flop_fraction,
+        "bandwidth_fraction": bw_fraction,
+        "binds": "bandwidth" if bw_fraction > flop_fraction else "flops",
+    }
     config = {
         "quick": quick,
         "gd_seeds": seeds,
@@ -336,6 +402,11 @@ def table(results: dict) -> str:
             f"{c['name']:<52} {c['ours']:>11.4g} {c['theirs']:>11.4g} {c['ratio']:>9.3g}"
             f"  {c['unit']} ({c['better']} is better)"
         )
+    b = results["details"]["binding_limit"]
+    lines.append(
+        f"GD sweep: {b['flop_fraction']:.3g} of the FLOP peak, {b['bandwidth_fraction']:.3g} of"
+        f" the bandwidth on its working set: {b['binds']} binds"
+    )
     lines.append(f"total wall time {results['wall_seconds']:.1f} s")
     return "\n".join(lines)
 

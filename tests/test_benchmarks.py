@@ -161,6 +161,8 @@ def test_throughput(tmp_path):
         assert c["ours"] > 0 and c["theirs"] > 0 and math.isfinite(c["ratio"])
     # the same NumPy loop in the data basis reproduces the engine's GD on the same instance
     assert results["details"]["gd"]["numpy_data_basis_final_loss_rel_diff"] < 1e-6
+    assert "GD sweep vs bandwidth peak" in names
+    assert results["details"]["binding_limit"]["binds"] in ("flops", "bandwidth")
     assert (tmp_path / "tp" / "ratios.png").stat().st_size > 10_000
 
 
