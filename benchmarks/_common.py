@@ -21,17 +21,25 @@ def compile_cache_dir() -> Path:
 
 
 def compile_cache(enabled: bool = True) -> Path | None:
-    """Turn on JAX's persistent compilation cache in `compile_cache_dir()` (every compiled
-    program is kept, however quick its compile), so that rerunning a benchmark with the same
-    options reads its programs back instead of compiling them. A process-wide setting, made by
-    the benchmarks' CLI only; `enabled=False` leaves JAX as it is. Returns the folder."""
+    """Turn on JAX's persistent compilation cache in `compile_cache_dir()`, for programs of
+    any compile time and size, so that rerunning a benchmark with the same options reads its
+    programs back instead of compiling them. JAX does not store programs that contain host
+    callbacks, and every traced `eqx.error_if` check is one (it raises through
+    `jax.pure_callback`): the sweeps' programs therefore still compile on every run. A
+    process-wide setting, made by the benchmarks' CLI only; `enabled=False` leaves JAX as it
+    is, and so does a cache folder that cannot be created (with a warning). Returns the
+    folder, or None."""
     if not enabled:
         return None
     path = compile_cache_dir()
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        log(f"compile cache off: cannot create {path} ({err})")
+        return None
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     return path
 
 
@@ -55,7 +63,8 @@ def parser(name: str, description: str, default_seeds: int) -> argparse.Argument
     p.add_argument(
         "--no-compile-cache",
         action="store_true",
-        help=f"do not use the persistent compilation cache ({compile_cache_dir()})",
+        help="do not use the persistent compilation cache ($XDG_CACHE_HOME or ~/.cache, under"
+        " saddle_dynamics/jax)",
     )
     return p
 

@@ -64,6 +64,18 @@ CASES = {
         ),
         (lambda: D.projected_test_error(LEAKY, key=KEY, signal=NAN), ValueError, "signal"),
         (
+            lambda: D.projected_test_error(LEAKY, key=KEY, signal=jnp.ones(2)),
+            ValueError,
+            "signal",
+        ),
+        (
+            lambda: D.projected_test_error(
+                D.LeakyReLUNet(jnp.eye(2), jnp.array([NAN, 1.0]), 0.1), key=KEY, signal=1.0
+            ),
+            ValueError,
+            "model.a",
+        ),
+        (
             lambda: D.projected_test_error(LEAKY, key=KEY, signal=1.0, noise_scale=0.0),
             ValueError,
             "noise_scale",

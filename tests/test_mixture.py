@@ -66,3 +66,15 @@ def test_projected_test_error_matches_full_sampling():
     assert abs(full - proj) < 5 * se, (full, proj)
     noisy = float(projected_test_error(net, key=jax.random.PRNGKey(3), signal=1.5, label_noise=0.2))
     np.testing.assert_allclose(noisy, 0.2 + 0.6 * proj, atol=6 * se)
+
+
+def test_student_t_noise_has_the_t_distribution():
+    # Bailey's polar method: the entries / sqrt((dof - 2) / dof) are Student-t with dof
+    import scipy.stats
+
+    for dof in (2.5, 4.5):
+        X, _, _, _ = gaussian_mixture(
+            2000, 50, signal=0.0, key=jax.random.PRNGKey(1), noise="student_t", dof=dof
+        )
+        t = np.asarray(X).ravel() / np.sqrt((dof - 2) / dof)
+        assert scipy.stats.kstest(t, scipy.stats.t(dof).cdf).pvalue > 1e-3

@@ -31,6 +31,9 @@ def test_margin_conditions_hand_cases():
     X = jnp.array([[1.0, 0.01], [0.0, 1.0]])
     c = margin_conditions(X / jnp.linalg.norm(X, axis=1, keepdims=True), jnp.ones(2), 0.1)
     assert bool(c.near_orthogonal)
+    # a zero input can never be activated: it meets neither condition
+    c = margin_conditions(jnp.array([[1.0, 0.0], [0.0, 0.0]]), jnp.ones(2), 0.1)
+    assert not bool(c.near_orthogonal) and not bool(c.positively_correlated)
 
 
 @pytest.mark.slow

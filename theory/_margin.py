@@ -17,9 +17,11 @@ terminates in finitely many steps at an exact KKT point; the loop runs until the
 hold to float64 accuracy, and the result carries its certificate (duality gap, KKT residual).
 """
 
+import contextlib
 import math
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jax.scipy.special import betainc
 from jax.scipy.stats import norm as _normal
@@ -325,12 +327,14 @@ def bayes_error(signal, noise_scale=1.0, label_noise=0.0, *, dof=None):
     signal = check_positive("signal", signal, allow_zero=True)  # ||mu||, a norm
     python = isinstance(signal, float | int) and isinstance(noise_scale, float | int)
     if dof is not None:
-        if not (isinstance(dof, float | int) and dof > 2):
-            raise ValueError(f"`dof` must be a number > 2 (finite variance), got {dof!r}")
-        x = jnp.asarray(signal, float) / (noise_scale * math.sqrt((dof - 2.0) / dof))
-        clean = 0.5 * betainc(0.5 * dof, 0.5, dof / (dof + x**2))
-        out = label_noise + (1.0 - 2.0 * label_noise) * clean
-        return float(out) if python and not isinstance(label_noise, jnp.ndarray) else out
+        if not (isinstance(dof, float | int) and math.isfinite(dof) and dof > 2):
+            raise ValueError(f"`dof` must be a finite number > 2 (finite variance), got {dof!r}")
+        if dof < 1e6:  # beyond, the t law is the Gaussian one to ~1e-7
+            with jax.enable_x64(True) if python else contextlib.nullcontext():  # Python: f64
+                x = jnp.asarray(signal, float) / (noise_scale * math.sqrt((dof - 2.0) / dof))
+                clean = 0.5 * betainc(0.5 * dof, 0.5, dof / (dof + x**2))
+                out = label_noise + (1.0 - 2.0 * label_noise) * clean
+                return float(out) if python and not isinstance(label_noise, jnp.ndarray) else out
     if python:
         clean = 0.5 * math.erfc(signal / noise_scale / math.sqrt(2.0))
         return label_noise + (1.0 - 2.0 * label_noise) * clean
