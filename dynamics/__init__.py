@@ -37,6 +37,7 @@ from ._multi_index import (
     population_distance as population_distance,
     population_loss as population_loss,
     sample_loss as sample_loss,
+    sample_loss_gradient as sample_loss_gradient,
     standard_target as standard_target,
     symmetrize as symmetrize,
 )

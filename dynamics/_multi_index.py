@@ -270,6 +270,66 @@ def sample_loss(
     return 0.5 * total / n
 
 
+def sample_loss_gradient(
+    model: MeanFieldNet,
+    X: Float[Array, "n d"],
+    y: Float[Array, " n"],
+    *,
+    batch_size: int | None = None,
+) -> Float[Array, "m d"]:
+    """grad_W of `sample_loss`, 1/(2n) sum_x (f_W(x) - y)^2, written out so that it costs the
+    two matmuls U = X (W / nu)^T and S^T X (4 n d m FLOP) and one elementwise pass: with
+    nu_i = ||w_i||, u = <w_i, x> / nu_i and r = (f_W(x) - y) / n,
+
+        dL/dw_i = (1/m) sum_x r [(2 sigma(u) - u sigma'(u)) w_i + nu_i sigma'(u) x]
+
+    (sigma' by one forward-mode pass). Equal to `jax.grad(sample_loss)` to rounding, about 2x
+    faster (`benchmarks.throughput`); over batches of `batch_size` rows (n must divide) the
+    sums are accumulated, which keeps the (batch, m) arrays in cache.
+
+    >>> net = MeanFieldNet(jnp.array([[1.0, 0.0], [0.0, 2.0]]))
+    >>> X = jnp.array([[1.0, 1.0], [1.0, -1.0]]); y = jnp.array([0.5, 0.0])
+    >>> g = sample_loss_gradient(net, X, y, batch_size=1)
+    >>> bool(jnp.allclose(g, jax.grad(lambda W: sample_loss(MeanFieldNet(W), X, y))(net.W)))
+    True
+    """
+    W = model.W
+    m, d = W.shape
+    check_shape("X", X, (None, d))
+    n = X.shape[0]
+    check_shape("y", y, (n,))
+    if batch_size is not None:
+        batch_size = check_positive_int("batch_size", batch_size)
+        if batch_size < n and n % batch_size:
+            raise ValueError(f"`batch_size` must divide n = {n}, got {batch_size}")
+    sigma = activation_function(model.activation)
+    norms = jnp.linalg.norm(W, axis=1)
+    safe = jnp.where(norms > 0, norms, 1.0)
+    directions = W / safe[:, None]  # 1 / nu folded into W: no pass over the (n, m) array
+    mass = norms**2 / m
+
+    def part(Xb, yb):
+        U = Xb @ directions.T
+        s, ds = jax.jvp(sigma, (U,), (jnp.ones_like(U),))
+        r = (s @ mass - yb) / n
+        coef = r @ (2.0 * s - U * ds)  # (m,)
+        return coef, ds.T @ (r[:, None] * Xb)  # r scales the (b, d) rows, not the (b, m)
+
+    if batch_size is None or batch_size >= n:
+        coef, G = part(X, y)
+    else:
+        Xb = X.reshape(n // batch_size, batch_size, -1)
+        yb = y.reshape(n // batch_size, batch_size)
+
+        def chunk(acc, xy):
+            c, g = part(*xy)
+            return (acc[0] + c, acc[1] + g), None
+
+        zero = (jnp.zeros(m, W.dtype), jnp.zeros_like(W))
+        (coef, G), _ = jax.lax.scan(chunk, zero, (Xb, yb))
+    return (coef[:, None] * W + norms[:, None] * G) / m
+
+
 class Observables(eqx.Module):
     """The staircase paper's observables of a mean-field net against a target: the mass
     `alpha` alpha~ = (1/m) sum ||w_i||^2, `beta1` and `beta2` (mean squared coordinate over

@@ -18,8 +18,15 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from dynamics import MeanFieldNet, MultiIndexTarget, observables, population_loss, sample_loss
-from theory import RESULTS, Solution, activation_function, diffrax_stats
+from dynamics import (
+    MeanFieldNet,
+    MultiIndexTarget,
+    observables,
+    population_loss,
+    sample_loss,
+    sample_loss_gradient,
+)
+from theory import RESULTS, Solution, diffrax_stats
 from theory.checks import (
     check_activation,
     check_finite,
@@ -81,47 +88,6 @@ def check_memory(n: int, d: int, m: int, batch_size: int, dtype=jnp.float64) -> 
             "use fewer samples or a smaller batch"
         )
     return need
-
-
-def _sample_gradient(W, X, y, activation, batch_size):
-    """grad_W of the sample loss 1/(2n) sum_x (f_W(x) - y)^2, written out so that one
-    evaluation costs the two matmuls P = X W^T and S^T X (4 n d m FLOP) and elementwise work:
-    with nu_i = ||w_i||, u = p / nu and r~ = (f_W(x) - y) / n,
-
-        dL/dw_i = (1/m) sum_x r~ [(2 sigma(u) - u sigma'(u)) w_i + nu_i sigma'(u) x],
-
-    (sigma' by one forward-mode pass). Equal to `jax.grad` of `dynamics.sample_loss` to
-    rounding; over batches of `batch_size` rows (n must divide) the sums are accumulated."""
-    sigma = activation_function(activation)
-    m = W.shape[0]
-    n = X.shape[0]
-    norms = jnp.linalg.norm(W, axis=1)
-    safe = jnp.where(norms > 0, norms, 1.0)
-    directions = W / safe[:, None]  # 1 / nu folded into W: no pass over the (n, m) array
-    mass = norms**2 / m
-
-    def part(Xb, yb):
-        U = Xb @ directions.T
-        s, ds = jax.jvp(sigma, (U,), (jnp.ones_like(U),))
-        r = (s @ mass - yb) / n
-        coef = r @ (2.0 * s - U * ds)  # (m,)
-        return coef, ds.T @ (r[:, None] * Xb)  # r scales the (b, d) rows, not the (b, m)
-
-    if batch_size is None or batch_size >= n:
-        coef, G = part(X, y)
-    else:
-        if n % batch_size:
-            raise ValueError(f"`batch_size` must divide n = {n}, got {batch_size}")
-        Xb = X.reshape(n // batch_size, batch_size, -1)
-        yb = y.reshape(n // batch_size, batch_size)
-
-        def chunk(acc, xy):
-            c, g = part(*xy)
-            return (acc[0] + c, acc[1] + g), None
-
-        zero = (jnp.zeros(m, W.dtype), jnp.zeros_like(W))
-        (coef, G), _ = jax.lax.scan(chunk, zero, (Xb, yb))
-    return (coef[:, None] * W + norms[:, None] * G) / m
 
 
 def mean_field_flow(
@@ -200,7 +166,7 @@ def mean_field_flow(
     else:
 
         def grad(W):
-            return _sample_gradient(W, X, y, activation, batch_size)
+            return sample_loss_gradient(MeanFieldNet(W, activation), X, y, batch_size=batch_size)
 
     off = jnp.asarray(decay_off, W0.dtype)
 

@@ -145,6 +145,20 @@ CASES = {
             "batch_size",
         ),
     ],
+    "sample_loss_gradient": [
+        (lambda: D.sample_loss_gradient(MF, jnp.ones((6, 4)), jnp.ones(5)), ValueError, "`y`"),
+        (lambda: D.sample_loss_gradient(MF, jnp.ones((6, 3)), jnp.ones(6)), ValueError, "`X`"),
+        (
+            lambda: D.sample_loss_gradient(MF, jnp.ones((6, 4)), jnp.ones(6), batch_size=4),
+            ValueError,
+            "batch_size",
+        ),
+        (
+            lambda: D.sample_loss_gradient(MF, jnp.ones((6, 4)), jnp.ones(6), batch_size=0),
+            ValueError,
+            "batch_size",
+        ),
+    ],
     "standard_target": [
         (lambda: D.standard_target(5, 3), ValueError, "`d`"),
         (lambda: D.standard_target(2, 4, "tanh"), ValueError, "activation"),

@@ -61,13 +61,12 @@ def test_memory_check_refuses_before_running():
 @pytest.mark.parametrize("activation", ["abs", "relu", "gelu_even", "swish"])
 def test_written_out_sample_gradient_is_autodiff(activation):
     # the finite-sample field's two-matmul gradient against jax.grad of the sample loss
-    from dynamics import MeanFieldNet, sample_loss
-    from integrators._mean_field import _sample_gradient
+    from dynamics import sample_loss, sample_loss_gradient
 
     W = mean_field_init(7, 5, key=jax.random.PRNGKey(0)).W
     X = jax.random.normal(jax.random.PRNGKey(1), (40, 5))
     y = jax.random.normal(jax.random.PRNGKey(2), (40,))
     for batch in (None, 8):
-        ours = _sample_gradient(W, X, y, activation, batch)
+        ours = sample_loss_gradient(MeanFieldNet(W, activation), X, y, batch_size=batch)
         want = jax.grad(lambda W: sample_loss(MeanFieldNet(W, activation), X, y))(W)
         np.testing.assert_allclose(ours, want, rtol=1e-12, atol=1e-15)
