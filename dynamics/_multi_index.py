@@ -309,11 +309,14 @@ def sample_loss_gradient(
     mass = norms**2 / m
 
     def part(Xb, yb):
-        U = Xb @ directions.T
+        # neuron-major (m, b) pre-activations: both matmuls are then plain (not transposed)
+        # products for the BLAS, U^T = W X_b^T and G = S^T (r X_b); a transposed left operand
+        # of the second ran at half the speed
+        U = directions @ Xb.T
         s, ds = jax.jvp(sigma, (U,), (jnp.ones_like(U),))
-        r = (s @ mass - yb) / n
-        coef = r @ (2.0 * s - U * ds)  # (m,)
-        return coef, ds.T @ (r[:, None] * Xb)  # r scales the (b, d) rows, not the (b, m)
+        r = (mass @ s - yb) / n
+        coef = (2.0 * s - U * ds) @ r  # (m,)
+        return coef, ds @ (r[:, None] * Xb)  # r scales the (b, d) rows, not the (m, b)
 
     if batch_size is None or batch_size >= n:
         coef, G = part(X, y)
