@@ -283,7 +283,7 @@ def sample_loss_gradient(
 
         dL/dw_i = (1/m) sum_x r [(2 sigma(u) - u sigma'(u)) w_i + nu_i sigma'(u) x]
 
-    (sigma' by one forward-mode pass). Equal to `jax.grad(sample_loss)` to rounding, about 2x
+    (sigma' by one forward-mode pass). Equal to `jax.grad(sample_loss)` to rounding, about 3x
     faster (`benchmarks.throughput`); over batches of `batch_size` rows (n must divide) the
     sums are accumulated, which keeps the (batch, m) arrays in cache.
 
