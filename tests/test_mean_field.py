@@ -56,17 +56,3 @@ def test_memory_check_refuses_before_running():
     with pytest.raises(MemoryError, match="GiB"):
         check_memory(10**10, 100, 250, 5000)
     assert check_memory(1000, 10, 20, 100) > 0
-
-
-@pytest.mark.parametrize("activation", ["abs", "relu", "gelu_even", "swish"])
-def test_written_out_sample_gradient_is_autodiff(activation):
-    # the finite-sample field's two-matmul gradient against jax.grad of the sample loss
-    from dynamics import sample_loss, sample_loss_gradient
-
-    W = mean_field_init(7, 5, key=jax.random.PRNGKey(0)).W
-    X = jax.random.normal(jax.random.PRNGKey(1), (40, 5))
-    y = jax.random.normal(jax.random.PRNGKey(2), (40,))
-    for batch in (None, 8):
-        ours = sample_loss_gradient(MeanFieldNet(W, activation), X, y, batch_size=batch)
-        want = jax.grad(lambda W: sample_loss(MeanFieldNet(W, activation), X, y))(W)
-        np.testing.assert_allclose(ours, want, rtol=1e-12, atol=1e-15)

@@ -126,3 +126,17 @@ def test_bad_inputs_name_the_argument():
         sample_loss(MeanFieldNet(jnp.ones((2, 4))), jnp.ones((6, 4)), jnp.ones((6, 1)))
     with pytest.raises(ValueError, match="batch_size"):
         sample_loss(MeanFieldNet(jnp.ones((2, 4))), jnp.ones((6, 4)), jnp.ones(6), batch_size=4)
+
+
+@pytest.mark.parametrize("activation", ["abs", "relu", "gelu_even", "swish"])
+def test_written_out_sample_gradient_is_autodiff(activation):
+    # the finite-sample field's two-matmul gradient against jax.grad of the sample loss
+    from dynamics import sample_loss, sample_loss_gradient
+
+    W = mean_field_init(7, 5, key=jax.random.PRNGKey(0)).W
+    X = jax.random.normal(jax.random.PRNGKey(1), (40, 5))
+    y = jax.random.normal(jax.random.PRNGKey(2), (40,))
+    for batch in (None, 8):
+        ours = sample_loss_gradient(MeanFieldNet(W, activation), X, y, batch_size=batch)
+        want = jax.grad(lambda W: sample_loss(MeanFieldNet(W, activation), X, y))(W)
+        np.testing.assert_allclose(ours, want, rtol=1e-12, atol=1e-15)
