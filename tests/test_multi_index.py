@@ -14,6 +14,7 @@ from dynamics import (
     population_distance,
     population_loss,
     sample_loss,
+    sample_loss_gradient,
     standard_target,
     symmetrize,
 )
@@ -131,8 +132,6 @@ def test_bad_inputs_name_the_argument():
 @pytest.mark.parametrize("activation", ["abs", "relu", "gelu_even", "swish"])
 def test_written_out_sample_gradient_is_autodiff(activation):
     # the finite-sample field's two-matmul gradient against jax.grad of the sample loss
-    from dynamics import sample_loss, sample_loss_gradient
-
     W = mean_field_init(7, 5, key=jax.random.PRNGKey(0)).W
     X = jax.random.normal(jax.random.PRNGKey(1), (40, 5))
     y = jax.random.normal(jax.random.PRNGKey(2), (40,))
