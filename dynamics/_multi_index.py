@@ -254,6 +254,8 @@ def sample_loss(
     """
     n = X.shape[0]
     check_shape("y", y, (n,))
+    if batch_size is not None:
+        batch_size = check_positive_int("batch_size", batch_size)
     if batch_size is None or batch_size >= n:
         r = model.predict(X) - y
         return 0.5 * jnp.mean(r * r)
@@ -266,7 +268,8 @@ def sample_loss(
         r = model.predict(xy[0]) - xy[1]
         return total + jnp.sum(r * r), None
 
-    total, _ = jax.lax.scan(chunk, jnp.zeros((), X.dtype), (Xb, yb))
+    dtype = jnp.result_type(model.W, X, y)
+    total, _ = jax.lax.scan(chunk, jnp.zeros((), dtype), (Xb, yb))
     return 0.5 * total / n
 
 
@@ -297,7 +300,10 @@ def sample_loss_gradient(
     m, d = W.shape
     check_shape("X", X, (None, d))
     n = X.shape[0]
+    if n == 0:
+        raise ValueError("`X` must hold at least one sample, got 0 rows")
     check_shape("y", y, (n,))
+    X, y = jnp.asarray(X, W.dtype), jnp.asarray(y, W.dtype)  # the gradient has W's dtype
     if batch_size is not None:
         batch_size = check_positive_int("batch_size", batch_size)
         if batch_size < n and n % batch_size:

@@ -139,3 +139,12 @@ def test_written_out_sample_gradient_is_autodiff(activation):
         ours = sample_loss_gradient(MeanFieldNet(W, activation), X, y, batch_size=batch)
         want = jax.grad(lambda W: sample_loss(MeanFieldNet(W, activation), X, y))(W)
         np.testing.assert_allclose(ours, want, rtol=1e-12, atol=1e-15)
+
+
+def test_sample_loss_gradient_has_the_weights_dtype():
+    # float32 weights on float64 samples: the gradient (and the flow's field) stays float32
+    W = mean_field_init(6, 4, key=jax.random.PRNGKey(0), dtype=jnp.float32).W
+    X = jax.random.normal(jax.random.PRNGKey(1), (8, 4), jnp.float64)
+    for batch in (None, 4):
+        g = sample_loss_gradient(MeanFieldNet(W), X, jnp.ones(8), batch_size=batch)
+        assert g.dtype == jnp.float32
