@@ -254,23 +254,32 @@ def sample_loss(
     """
     n = X.shape[0]
     check_shape("y", y, (n,))
+
+    def part(Xb, yb):
+        r = model.predict(Xb) - yb
+        return jnp.sum(r * r)
+
+    return 0.5 * _summed_over_batches(part, X, y, batch_size) / n
+
+
+def _summed_over_batches(part, X, y, batch_size):
+    """sum_b part(X_b, y_b) over batches of `batch_size` rows (a pytree of sums): one call
+    when `batch_size` is None or >= n, else a `lax.scan`; `batch_size` must divide n."""
+    n = X.shape[0]
     if batch_size is not None:
         batch_size = check_positive_int("batch_size", batch_size)
     if batch_size is None or batch_size >= n:
-        r = model.predict(X) - y
-        return 0.5 * jnp.mean(r * r)
+        return part(X, y)
     if n % batch_size:
         raise ValueError(f"`batch_size` must divide n = {n}, got {batch_size}")
     Xb = X.reshape(n // batch_size, batch_size, -1)
     yb = y.reshape(n // batch_size, batch_size)
+    zero = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(part, Xb[0], yb[0]))
 
     def chunk(total, xy):
-        r = model.predict(xy[0]) - xy[1]
-        return total + jnp.sum(r * r), None
+        return jax.tree.map(jnp.add, total, part(*xy)), None
 
-    dtype = jnp.result_type(model.W, X, y)
-    total, _ = jax.lax.scan(chunk, jnp.zeros((), dtype), (Xb, yb))
-    return 0.5 * total / n
+    return jax.lax.scan(chunk, zero, (Xb, yb))[0]
 
 
 def sample_loss_gradient(
@@ -304,10 +313,6 @@ def sample_loss_gradient(
         raise ValueError("`X` must hold at least one sample, got 0 rows")
     check_shape("y", y, (n,))
     X, y = jnp.asarray(X, W.dtype), jnp.asarray(y, W.dtype)  # the gradient has W's dtype
-    if batch_size is not None:
-        batch_size = check_positive_int("batch_size", batch_size)
-        if batch_size < n and n % batch_size:
-            raise ValueError(f"`batch_size` must divide n = {n}, got {batch_size}")
     sigma = activation_function(model.activation)
     norms = jnp.linalg.norm(W, axis=1)
     safe = jnp.where(norms > 0, norms, 1.0)
@@ -324,18 +329,7 @@ def sample_loss_gradient(
         coef = (2.0 * s - U * ds) @ r  # (m,)
         return coef, ds @ (r[:, None] * Xb)  # r scales the (b, d) rows, not the (m, b)
 
-    if batch_size is None or batch_size >= n:
-        coef, G = part(X, y)
-    else:
-        Xb = X.reshape(n // batch_size, batch_size, -1)
-        yb = y.reshape(n // batch_size, batch_size)
-
-        def chunk(acc, xy):
-            c, g = part(*xy)
-            return (acc[0] + c, acc[1] + g), None
-
-        zero = (jnp.zeros(m, W.dtype), jnp.zeros_like(W))
-        (coef, G), _ = jax.lax.scan(chunk, zero, (Xb, yb))
+    coef, G = _summed_over_batches(part, X, y, batch_size)
     return (coef[:, None] * W + norms[:, None] * G) / m
 
 
