@@ -254,6 +254,12 @@ def one_minus_cos(W: Float[Array, "... m d"], W_star: Float[Array, "m d"]) -> Fl
     return 0.5 * jnp.sum((u - v) ** 2, axis=(-2, -1))
 
 
+def with_flips(clean, label_noise):
+    """The error eta + (1 - 2 eta) p against labels flipped with probability eta, from the
+    error p against clean labels."""
+    return label_noise + (1.0 - 2.0 * label_noise) * clean
+
+
 def mixture_test_error(
     W: Float[Array, "m d"],
     a: Float[Array, " m"],
@@ -286,7 +292,7 @@ def mixture_test_error(
     message = "the net's effective direction sum_j a_j w_j must be nonzero (with `cov` PSD)"
     spread = check_value(spread, spread > 0, message)
     clean = _normal.cdf(-(v @ mu) / spread)
-    return label_noise + (1.0 - 2.0 * label_noise) * clean
+    return with_flips(clean, label_noise)
 
 
 def signal_regime(n, signal, d, noise_scale=1.0) -> Float[Array, ""]:
@@ -333,10 +339,10 @@ def bayes_error(signal, noise_scale=1.0, label_noise=0.0, *, dof=None):
             with jax.enable_x64(True) if python else contextlib.nullcontext():  # Python: f64
                 x = jnp.asarray(signal, float) / (noise_scale * math.sqrt((dof - 2.0) / dof))
                 clean = 0.5 * betainc(0.5 * dof, 0.5, dof / (dof + x**2))
-                out = label_noise + (1.0 - 2.0 * label_noise) * clean
+                out = with_flips(clean, label_noise)
                 return float(out) if python and not isinstance(label_noise, jnp.ndarray) else out
     if python:
         clean = 0.5 * math.erfc(signal / noise_scale / math.sqrt(2.0))
-        return label_noise + (1.0 - 2.0 * label_noise) * clean
+        return with_flips(clean, label_noise)
     clean = _normal.cdf(-jnp.asarray(signal) / noise_scale)
-    return label_noise + (1.0 - 2.0 * label_noise) * clean
+    return with_flips(clean, label_noise)

@@ -45,6 +45,7 @@ import jax.numpy as jnp
 from jax.scipy.stats import norm as _normal
 from jaxtyping import Array, Bool, Float
 
+from ._margin import with_flips
 from .checks import (
     check_finite,
     check_gamma,
@@ -102,7 +103,8 @@ def margin_conditions(
     sq = jnp.diagonal(G)
     off = ~jnp.eye(n, dtype=bool)
     norms = jnp.sqrt(sq)
-    rel = G / jnp.where(norms[:, None] * norms[None, :] > 0, norms[:, None] * norms[None, :], 1.0)
+    outer = norms[:, None] * norms[None, :]
+    rel = G / jnp.where(outer > 0, outer, 1.0)
     min_corr = jnp.min(jnp.where(off, rel, jnp.inf)) if n > 1 else jnp.asarray(jnp.inf, X.dtype)
     cross = jnp.max(jnp.where(off, jnp.abs(G), 0.0), axis=1)
     # a zero input is never activated: ratio 0 (and it is not positively correlated)
@@ -143,7 +145,7 @@ def span_error_bound(
     cut = jnp.max(sv, initial=0.0) * max(jnp.shape(X)) * jnp.finfo(X.dtype).eps
     proj = jnp.sum(jnp.where(sv > cut, (vt @ mu) ** 2, 0.0))
     clean = _normal.cdf(-jnp.sqrt(proj) / noise_scale)
-    return label_noise + (1.0 - 2.0 * label_noise) * clean
+    return with_flips(clean, label_noise)
 
 
 def transition_lower_bound(n, signal, d, *, noise_scale=1.0, label_noise=0.0):
@@ -169,4 +171,4 @@ def transition_lower_bound(n, signal, d, *, noise_scale=1.0, label_noise=0.0):
     s, sigma = jnp.asarray(s, float), jnp.asarray(noise_scale, float)
     b2 = n * (s**2 + sigma**2)
     clean = _normal.cdf(-(s / sigma) * jnp.sqrt(b2 / (b2 + sigma**2 * max(d - n, 0))))
-    return label_noise + (1.0 - 2.0 * label_noise) * clean
+    return with_flips(clean, label_noise)
