@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -121,6 +122,19 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def two_per_decade(steps: int) -> int:
+    """Checkpoints for log-spaced GD records with two per decade of steps, so that the last
+    three span the last decade (see `frozen_over_last_decade`)."""
+    return 2 * round(math.log10(steps)) + 1
+
+
+def frozen_over_last_decade(patterns):
+    """Whether the activation pattern stayed the same over the last three checkpoints of a
+    `two_per_decade` record, i.e. over the last decade of steps."""
+    last = patterns[-3:]
+    return jnp.all(last == last[-1])
 
 
 def save_figure(fig, path) -> None:

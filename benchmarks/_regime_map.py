@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._common import pyplot, save_figure
+from benchmarks._common import frozen_over_last_decade, pyplot, save_figure, two_per_decade
 from dynamics import gaussian_mixture, projected_test_error, small_leaky_init
 from integrators import margin_gradient_descent
 from theory import kkt_residual, margin_conditions, max_margin, one_minus_cos
@@ -33,18 +33,16 @@ def run(instance, signal, n, d, m, gamma, steps, lr_factor, init_scale):
     X, y, net, key = instance
     cond = margin_conditions(X, y, gamma)
     eta = lr_factor / jnp.max(jnp.sum(X * X, axis=1))
-    decades = round(np.log10(steps))
     sol = margin_gradient_descent(
         X,
         y,
         net,
         learning_rate=eta,
         max_steps=steps,
-        num_checkpoints=2 * decades + 1,  # two per decade: the last three span the last decade
+        num_checkpoints=two_per_decade(steps),
         normalized=True,
     )
     mm = max_margin(X, y, net.a, gamma)
-    last = sol.patterns[-3:]
     kkt = kkt_residual(sol.model.W, X, y, net.a, gamma)
     return {
         "positively_correlated": cond.positively_correlated,
@@ -52,7 +50,7 @@ def run(instance, signal, n, d, m, gamma, steps, lr_factor, init_scale):
         "orthogonality_ratio": cond.orthogonality_ratio,
         "activated_first": sol.activated[0],
         "activated_final": sol.activated[-1],
-        "pattern_frozen": jnp.all(last == last[-1]),
+        "pattern_frozen": frozen_over_last_decade(sol.patterns),
         "one_minus_cos": one_minus_cos(sol.model.W, mm.W),
         "mm_ok": mm.ok,
         "kkt_residual": kkt.residual,

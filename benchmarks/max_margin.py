@@ -90,13 +90,9 @@ def run(instance, signal, n, d, m, gamma, gd_steps, normalized_steps, lr_factor)
     return out
 
 
-def _curve(o, name):
-    med = np.median(o[f"{name}_one_minus_cos"], axis=0)
-    return [[int(s), float(v)] for s, v in zip(o[f"{name}_steps"][0], med, strict=True)]
-
-
-def _kkt_curve(o, name):
-    med = np.median(o[f"{name}_kkt"], axis=0)
+def _curve(o, name, key="one_minus_cos"):
+    """[step, median over seeds] of the output `{name}_{key}` at every checkpoint."""
+    med = np.median(o[f"{name}_{key}"], axis=0)
     return [[int(s), float(v)] for s, v in zip(o[f"{name}_steps"][0], med, strict=True)]
 
 
@@ -130,7 +126,7 @@ def _case(o) -> dict:
                 for k in range(0, 7)
                 if 10**k <= o[f"{name}_steps"][0][-1]
             },
-            "kkt_residual_curve": _kkt_curve(o, name),
+            "kkt_residual_curve": _curve(o, name, "kkt"),
             "one_minus_cos_final_pattern_at_end": float(
                 np.median(o[f"{name}_one_minus_cos_final_pattern"][:, -1])
             ),
@@ -224,14 +220,7 @@ def run_benchmark(
         "weak": {
             **_case(weak),
             "curves_vs_final_pattern": {
-                name: [
-                    [int(s), float(v)]
-                    for s, v in zip(
-                        weak[f"{name}_steps"][0],
-                        np.median(weak[f"{name}_one_minus_cos_final_pattern"], axis=0),
-                        strict=True,
-                    )
-                ]
+                name: _curve(weak, name, "one_minus_cos_final_pattern")
                 for name in ("gd", "normalized")
             },
         },

@@ -28,7 +28,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._common import Timer, enable_float64, host_devices, log, parser, pyplot, save_figure
+from benchmarks._common import (
+    Timer,
+    enable_float64,
+    frozen_over_last_decade,
+    host_devices,
+    log,
+    parser,
+    pyplot,
+    save_figure,
+    two_per_decade,
+)
 from benchmarks._driver import finish, header, run_sweep
 from dynamics import gaussian_mixture, sampled_test_error, small_leaky_init
 from integrators import checkpoint_steps, margin_gradient_descent
@@ -63,7 +73,7 @@ def run(instance, signal, n, d, steps, test_batches, noise, dof, label_noise):
         net,
         learning_rate=eta,
         max_steps=steps,
-        num_checkpoints=2 * round(np.log10(steps)) + 1,  # two per decade
+        num_checkpoints=two_per_decade(steps),
         normalized=True,
     )
     trained = sol.model
@@ -79,10 +89,8 @@ def run(instance, signal, n, d, steps, test_batches, noise, dof, label_noise):
     cf = mixture_test_error(trained.W, trained.a, mu)
     total = TEST_BATCH * test_batches
     kkt = jax.vmap(lambda W: kkt_residual(W, X, y, net.a, GAMMA).residual)(sol.trajectory.W)
-    last = sol.patterns[-3:]
-    fitted = y * trained.predict(X) > 0
     return {
-        "train_error": jnp.mean(~fitted),
+        "train_error": jnp.mean(y * trained.predict(X) <= 0),
         "flipped": jnp.sum(y != clean),
         "closed_form_error": cf,
         "monte_carlo_error": mc,
@@ -90,7 +98,7 @@ def run(instance, signal, n, d, steps, test_batches, noise, dof, label_noise):
         "monte_carlo_stderr": jnp.sqrt(cf * (1 - cf) / total),
         "span_bound": span_error_bound(X, mu),
         "activated": sol.activated[-1],
-        "pattern_frozen": jnp.all(last == last[-1]),
+        "pattern_frozen": frozen_over_last_decade(sol.patterns),
         "kkt_residual": kkt,
         "regime": signal_regime(n, signal, d),
         "log_loss": sol.log_loss[-1],
@@ -198,7 +206,7 @@ def run_benchmark(
         base_seed=seed,
         ok=("solve_ok",),
     )
-    checkpoints = [int(c) for c in checkpoint_steps(steps, 2 * round(np.log10(steps)) + 1)]
+    checkpoints = [int(c) for c in checkpoint_steps(steps, two_per_decade(steps))]
     rows = [_row(p, o, checkpoints) for p, o in zip(grid, result.outputs, strict=True)]
     config = {
         "signals": [float(s) for s in signals],
@@ -260,14 +268,13 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def _by_shape(rows):
-    shapes = sorted({(r["n"], r["d"]) for r in rows})
-    for n, d in shapes:
-        yield (
-            n,
-            d,
-            sorted((r for r in rows if (r["n"], r["d"]) == (n, d)), key=lambda r: r["signal"]),
-        )
+def _shapes(rows) -> list[tuple[int, int]]:
+    return sorted({(r["n"], r["d"]) for r in rows})
+
+
+def _series(rows, n, d) -> list[dict]:
+    """The rows of shape (n, d), by increasing signal: one curve of a figure."""
+    return sorted((r for r in rows if (r["n"], r["d"]) == (n, d)), key=lambda r: r["signal"])
 
 
 def plot(results: dict, path) -> None:
@@ -276,7 +283,8 @@ def plot(results: dict, path) -> None:
     fig, ax = plt.subplots(figsize=(6.6, 4.4))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     reference = [r for r in results["rows"] if r["noise"] == "gaussian" and r["label_noise"] == 0]
-    for c, (n, d, rows) in zip(colors, _by_shape(reference), strict=False):
+    for c, (n, d) in zip(colors, _shapes(reference), strict=False):
+        rows = _series(reference, n, d)
         x = [r["regime_ratio"] for r in rows]
         ax.plot(x, [r["closed_form_error"] for r in rows], "-", color=c, label=f"n = {n}, d = {d}")
         ax.errorbar(
@@ -314,16 +322,13 @@ def plot_tails(results: dict, path) -> None:
     """Monte Carlo error on Student-t mixtures against the Gaussian closed form, per dof."""
     plt = pyplot()
     rows = [r for r in results["rows"] if r["label_noise"] == 0]
-    shapes = sorted({(r["n"], r["d"]) for r in rows})
+    shapes = _shapes(rows)
     fig, axes = plt.subplots(1, len(shapes), figsize=(4.6 * len(shapes), 4.2), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     laws = sorted({_law(r) for r in rows}, key=lambda s: (s != "gaussian", s))
     for ax, (n, d) in zip(axes[0], shapes, strict=True):
         for c, law in zip(colors, laws, strict=False):
-            sub = sorted(
-                (r for r in rows if (r["n"], r["d"]) == (n, d) and _law(r) == law),
-                key=lambda r: r["signal"],
-            )
+            sub = _series([r for r in rows if _law(r) == law], n, d)
             x = [r["regime_ratio"] for r in sub]
             ax.plot(x, [r["monte_carlo_error"] for r in sub], "o-", ms=3, color=c, label=law)
             ax.plot(x, [r["closed_form_error"] for r in sub], "--", lw=0.8, color=c)
@@ -346,13 +351,10 @@ def plot_label_noise(results: dict, path) -> None:
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     styles = ("o-", "s--", "^-.", "v:")
     etas = sorted({r["label_noise"] for r in rows})
-    shapes = sorted({(r["n"], r["d"]) for r in rows})
+    shapes = _shapes(rows)
     for c, eta in zip(colors, etas, strict=False):
         for style, (n, d) in zip(styles, shapes, strict=False):
-            sub = sorted(
-                (r for r in rows if r["label_noise"] == eta and (r["n"], r["d"]) == (n, d)),
-                key=lambda r: r["signal"],
-            )
+            sub = _series([r for r in rows if r["label_noise"] == eta], n, d)
             x = [r["regime_ratio"] for r in sub]
             lab = f"flip {eta:g}, n = {n}, d = {d}"
             ax.plot(x, [max(r["excess_risk"], 1e-6) for r in sub], style, ms=3, color=c, label=lab)
