@@ -35,6 +35,11 @@ from ._mean_field import (
     check_memory as check_memory,
     mean_field_flow as mean_field_flow,
 )
+from ._rosenbrock import (
+    Rodas4 as Rodas4,
+    Rodas5P as Rodas5P,
+    dense_shifted_solve as dense_shifted_solve,
+)
 from ._sweep import (
     SweepConfigError as SweepConfigError,
     SweepResult as SweepResult,

@@ -233,6 +233,18 @@ CASES["gradient_flow"] += [
         "-1",
     ),
 ]
+CASES["dense_shifted_solve"] = [
+    (
+        lambda: I.dense_shifted_solve(lambda t, y, a: -y, 0.0, ONE, None, NAN),
+        ValueError,
+        "`shift`",
+    ),
+    (
+        lambda: I.dense_shifted_solve(lambda t, y, a: -y, 0.0, ONE, None, jnp.ones(2)),
+        ValueError,
+        "one finite",
+    ),
+]
 CASES["mean_field_flow"] += [
     (lambda: I.mean_field_flow(TARGET, MF, TS, rtol=-1.0), ValueError, "rtol"),
     (
