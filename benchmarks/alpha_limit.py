@@ -6,11 +6,21 @@ integrated by `integrators.vanishing_flow`, which never forms alpha. The jump ti
 measured on a save grid that resolves every jump (`theory.jump_time_grid`); the final
 1/2 ||theta||^2 is compared with Algorithm 1's cost. The limit theorem says both errors vanish
 as alpha -> 0; the fitted slope of error against log(1/alpha) on log-log axes measures how fast.
-Writes `results.json`, `errors.png` and `exponents.png` to `--out`.
+
+The same sweep runs with each solver of `--solvers`: `rodas5p`, the flow's default (an
+L-stable Rosenbrock method with a structured linear solve), and `dopri5`, the explicit solver
+it replaced, whose steps grow with log(1/alpha) once neurons have fitted. The summary is the
+first solver's; `solvers` holds every solver's steps, wall time per solve (each of the first
+`--timed-seeds` seeds solved alone, compiled beforehand; the median) and errors side by side.
+Writes `results.json`, `errors.png`, `exponents.png` and `solvers.png` to `--out`.
 
     python -m benchmarks.alpha_limit [--seeds 8] [--log10-inv-alpha 10 30 100 300 1000 10000]
+        [--solvers rodas5p dopri5] [--timed-seeds 8]
 """
 
+import time
+
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -32,21 +42,33 @@ from theory import coverage_width, jump_time_grid, predicted_exponents, saddle_j
 
 HORIZON = 1.3  # integrate to 1.3 x the last predicted jump time
 CURVE = 400  # points of the stored exponent and loss curves
+SOLVERS = {"rodas5p": None, "dopri5": diffrax.Dopri5}  # None: vanishing_flow's default
 
 
-def make(key, log10_inv_alpha, n, width, rtol):
+def make(key, log10_inv_alpha, n, width, rtol, solver="rodas5p"):
     """Labels, signs and directions of one seed: the instance of `benchmarks.jump_times` with
     the same key (only the scale alpha differs, and it is never formed here)."""
     return _saddle.limit_instance(key, n, width)
 
 
-def run(instance, log10_inv_alpha, n, width, rtol):
+def _solve(instance, tau, rtol, solver):
+    """Algorithm 1's prediction, its save grid and the flow with the named solver."""
     y, signs, directions = instance
-    tau = _saddle.time_scale(log10_inv_alpha, width)
     pred = saddle_jumps(y, signs, directions, time_scale=tau)
     t1 = pred.horizon(HORIZON)
     ts = jump_time_grid(pred, t1, time_scale=tau)
-    sol = vanishing_flow(y, signs, directions, ts, time_scale=tau, rtol=rtol, atol=rtol)
+    chosen = SOLVERS[solver]
+    sol = vanishing_flow(
+        y, signs, directions, ts, time_scale=tau, rtol=rtol, atol=rtol,
+        solver=None if chosen is None else chosen(),
+    )  # fmt: skip
+    return pred, t1, ts, sol
+
+
+def run(instance, log10_inv_alpha, n, width, rtol, solver="rodas5p"):
+    signs = instance[1]
+    tau = _saddle.time_scale(log10_inv_alpha, width)
+    pred, t1, ts, sol = _solve(instance, tau, rtol, solver)
     curve_t = jnp.linspace(0.0, t1, CURVE)
     exponents = jax.vmap(lambda e: jnp.interp(curve_t, ts, e), in_axes=1, out_axes=1)
     return {
@@ -63,32 +85,92 @@ def run(instance, log10_inv_alpha, n, width, rtol):
     }
 
 
+def time_solves(n, width, seeds, seed, ps, rtol, solver) -> list[float]:
+    """Median wall seconds of one solve per p: each of `seeds` seeds solved alone (the sweep
+    batches seeds, so its wall time is not a solve's), after one compiling call."""
+    one = jax.jit(lambda inst, tau: _solve(inst, tau, rtol, solver)[3].loss)
+    instances = [
+        make(jax.random.fold_in(jax.random.PRNGKey(seed), s), None, n, width, rtol)
+        for s in range(seeds)
+    ]
+    jax.block_until_ready(one(instances[0], _saddle.time_scale(ps[0], width)))
+    medians = []
+    for p in ps:
+        tau = _saddle.time_scale(p, width)
+        walls = []
+        for inst in instances:
+            start = time.perf_counter()
+            jax.block_until_ready(one(inst, tau))
+            walls.append(time.perf_counter() - start)
+        medians.append(float(np.median(walls)))
+    return medians
+
+
 def run_benchmark(
-    n=32, width=None, seeds=8, seed=0, ps=(10, 30, 100, 300, 1000, 10000), rtol=1e-9, out=None
+    n=32,
+    width=None,
+    seeds=8,
+    seed=0,
+    ps=(10, 30, 100, 300, 1000, 10000),
+    rtol=1e-9,
+    out=None,
+    solvers=("rodas5p", "dopri5"),
+    timed_seeds=8,
 ):
     enable_float64()
     timer = Timer()
     m = coverage_width(n) if width is None else width
-    log(f"alpha_limit: n = d = {n}, m = {m}, {seeds} seeds, p = {list(ps)}")
+    log(f"alpha_limit: n = d = {n}, m = {m}, {seeds} seeds, p = {list(ps)}, {list(solvers)}")
     result, record = run_sweep(
         run,
         make=make,
         seeds=seeds,
-        grid=[dict(log10_inv_alpha=p, n=n, width=m, rtol=rtol) for p in ps],
-        static=("n", "width", "rtol"),
+        grid=[
+            dict(log10_inv_alpha=p, n=n, width=m, rtol=rtol, solver=name)
+            for name in solvers
+            for p in ps
+        ],
+        static=("n", "width", "rtol", "solver"),
         out=out,
         name="alpha_limit",
         config={"horizon": HORIZON, "curve_points": CURVE},
         base_seed=seed,
         ok=("solve_ok",),
     )
-    summary = []
-    points = zip(ps, result.outputs, result.failed, result.point_seconds, strict=True)
-    for p, o, failed, wall in points:
-        entry = _saddle.summarize(p, o, wall)
-        entry["failed_chunks"] = failed
-        entry["median_final_loss"] = float(np.median(o["final_loss"]))
-        summary.append(entry)
+    timed = min(seeds, timed_seeds)
+    by_solver = {}
+    for k, name in enumerate(solvers):
+        log(f"alpha_limit: timing {timed} single solves per p with {name}")
+        walls = time_solves(n, m, timed, seed, ps, rtol, name) if timed else [None] * len(ps)
+        rows = []
+        part = slice(k * len(ps), (k + 1) * len(ps))
+        points = zip(
+            ps, result.outputs[part], result.failed[part], result.point_seconds[part], walls,
+            strict=True,
+        )  # fmt: skip
+        for p, o, failed, wall, per_solve in points:
+            entry = _saddle.summarize(p, o, wall)
+            entry["failed_chunks"] = failed
+            entry["median_final_loss"] = float(np.median(o["final_loss"]))
+            entry["median_wall_seconds_per_solve"] = per_solve
+            entry["solver"] = name
+            rows.append(entry)
+        by_solver[name] = rows
+    summary = by_solver[solvers[0]]
+    comparison = {
+        name: {
+            "median_solver_steps": [e["median_solver_steps"] for e in rows],
+            "median_wall_seconds_per_solve": [e["median_wall_seconds_per_solve"] for e in rows],
+            "steps_ratio_last_to_first": rows[-1]["median_solver_steps"]
+            / rows[0]["median_solver_steps"],
+            "steps_ratio_max_to_min": max(e["median_solver_steps"] for e in rows)
+            / min(e["median_solver_steps"] for e in rows),
+            "median_rel_error": [e["median_rel_error"] for e in rows],
+            "max_rel_error": [e["max_rel_error"] for e in rows],
+            "median_cost_rel_error": [e["median_cost_rel_error"] for e in rows],
+        }
+        for name, rows in by_solver.items()
+    }
     taus = [e["log_inv_alpha"] for e in summary]
     slopes = {
         key: fit_slope(taus, [e[key] for e in summary])
@@ -106,6 +188,9 @@ def run_benchmark(
         "horizon": f"{HORIZON} x last predicted jump time",
         "time": "rescaled, d theta/dt = -log(1/alpha) grad L, L = 1/(2n) sum (h - y)^2",
         "jump_time": "first crossing of the midpoint between predicted plateaus",
+        "solvers": list(solvers),
+        "timed_seeds": timed,
+        "wall_per_solve": "median over the timed seeds, each solved alone after compiling",
     }
     return {
         **header("alpha_limit", config, seed),
@@ -113,7 +198,8 @@ def run_benchmark(
         **record,
         "summary": summary,
         "slopes": slopes,
-        "_outputs": dict(zip(ps, result.outputs, strict=True)),
+        "solvers": comparison,
+        "_outputs": dict(zip(ps, result.outputs[: len(ps)], strict=True)),
     }
 
 
@@ -134,6 +220,21 @@ def table(results: dict) -> str:
         f"fitted slopes vs log(1/alpha): median err {s['median_rel_error']:.2f}, max err "
         f"{s['max_rel_error']:.2f}, cost err {s['median_cost_rel_error']:.2f}"
     )
+    lines.append("")
+    head = f"{'solver':>8} {'p':>6} {'steps':>7} {'s/solve':>8} {'median err':>11} {'cost err':>9}"
+    lines += [head, "-" * len(head)]
+    ps = [e["log10_inv_alpha"] for e in results["summary"]]
+    for name, c in results["solvers"].items():
+        for i, p in enumerate(ps):
+            wall = c["median_wall_seconds_per_solve"][i]
+            lines.append(
+                f"{name:>8} {p:>6} {c['median_solver_steps'][i]:>7.0f}"
+                f" {'-' if wall is None else f'{wall:.3f}':>8} {c['median_rel_error'][i]:>11.2e}"
+                f" {c['median_cost_rel_error'][i]:>9.2e}"
+            )
+        lines.append(
+            f"{name:>8} median steps, largest over smallest p: {c['steps_ratio_max_to_min']:.2f}x"
+        )
     lines.append(f"total wall time {results['wall_seconds']:.1f} s (compilation included)")
     return "\n".join(lines)
 
@@ -182,6 +283,28 @@ def plot_exponents(results: dict, path) -> None:
     save_figure(fig, path)
 
 
+def plot_solvers(results: dict, path) -> None:
+    """Median steps and wall seconds per solve against log(1/alpha), one line per solver."""
+    plt = pyplot()
+    taus = np.array([e["log_inv_alpha"] for e in results["summary"]])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.0))
+    for name, c in results["solvers"].items():
+        left.loglog(taus, c["median_solver_steps"], "o-", label=name)
+        walls = c["median_wall_seconds_per_solve"]
+        if all(w is not None for w in walls):
+            right.loglog(taus, walls, "o-", label=name)
+    left.set_ylabel("median solver steps per solve")
+    right.set_ylabel("median wall seconds per solve")
+    for ax in (left, right):
+        ax.set_xlabel("log(1/alpha)")
+        ax.legend(fontsize=8)
+    config = results["config"]
+    fig.suptitle(
+        f"Vanishing-init flow, n = {config['n']}, m = {config['width']}, rtol {config['rtol']:g}"
+    )
+    save_figure(fig, path)
+
+
 def main(argv=None) -> dict:
     host_devices()
     p = parser("alpha_limit", __doc__.splitlines()[0], default_seeds=8)
@@ -191,19 +314,33 @@ def main(argv=None) -> dict:
         "--log10-inv-alpha", type=float, nargs="+", default=[10, 30, 100, 300, 1000, 10000]
     )
     p.add_argument("--rtol", type=float, default=1e-9, help="solver rtol = atol")
+    p.add_argument(
+        "--solvers", nargs="+", choices=sorted(SOLVERS), default=["rodas5p", "dopri5"],
+        help="solvers side by side; the summary is the first one's",
+    )  # fmt: skip
+    p.add_argument(
+        "--timed-seeds", type=int, default=8, help="seeds timed one solve at a time (0: none)"
+    )
     args = p.parse_args(argv)
+    if args.timed_seeds < 0:
+        p.error(f"--timed-seeds must be >= 0, got {args.timed_seeds}")
+    if len(set(args.solvers)) != len(args.solvers):
+        p.error(f"--solvers must not repeat a solver, got {args.solvers}")
     if args.quick:
         args.n, args.seeds, args.log10_inv_alpha = 8, 2, [10, 1000]
     for q in args.log10_inv_alpha:
         if not np.isfinite(q) or q <= 0:
             p.error(f"--log10-inv-alpha must be finite and > 0, got {q}")
     ps = tuple(int(q) if float(q).is_integer() else q for q in args.log10_inv_alpha)
-    results = run_benchmark(args.n, args.width, args.seeds, args.seed, ps, args.rtol, out=args.out)
+    results = run_benchmark(
+        args.n, args.width, args.seeds, args.seed, ps, args.rtol, out=args.out,
+        solvers=tuple(args.solvers), timed_seeds=args.timed_seeds,
+    )  # fmt: skip
     finish(
         args.out,
         results,
         table(results),
-        {"errors.png": plot_errors, "exponents.png": plot_exponents},
+        {"errors.png": plot_errors, "exponents.png": plot_exponents, "solvers.png": plot_solvers},
     )
     return results
 

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 from bench import run_module, run_quick
 
@@ -12,15 +13,22 @@ def test_alpha_limit(tmp_path):
     out = tmp_path / "al"
     stdout, results = run_quick("alpha_limit", out)
     assert "fitted slopes" in stdout
-    assert results["config"]["base_seed"] == 0 and results["failed_solves"] == [0, 0]
+    assert results["config"]["base_seed"] == 0 and results["failed_solves"] == [0] * 4
     summary = results["summary"]
     for e in summary:
         assert {"median_rel_error", "max_rel_error", "median_cost_rel_error"} <= e.keys()
         assert e["failed_solves"] == 0 and e["jumps_not_crossed"] == 0
     assert [e["log10_inv_alpha"] for e in summary] == [10, 1000]
     assert summary[1]["median_rel_error"] < 0.1 * summary[0]["median_rel_error"]
-    for name in ("errors.png", "exponents.png"):
+    for name in ("errors.png", "exponents.png", "solvers.png"):
         assert (out / name).stat().st_size > 10_000
+    # the stiff default beside the explicit solver it replaced: same jumps, fewer steps
+    stiff, explicit = results["solvers"]["rodas5p"], results["solvers"]["dopri5"]
+    np.testing.assert_allclose(stiff["median_rel_error"], explicit["median_rel_error"], rtol=1e-3)
+    steps = zip(stiff["median_solver_steps"], explicit["median_solver_steps"], strict=True)
+    assert all(a < b for a, b in steps)
+    assert all(w > 0 for w in stiff["median_wall_seconds_per_solve"])
+    assert "median_wall_seconds_per_solve" in summary[0]
     proc = run_module("alpha_limit", "--log10-inv-alpha", "0", "--out", str(tmp_path), timeout=120)
     assert proc.returncode == 2 and "log10-inv-alpha" in proc.stderr
 
