@@ -4,7 +4,7 @@ Every flow and descent returns a solution with `result` (a `theory.RESULTS` item
 here as `RESULTS`), an `ok` property and a `stats` dict, and takes `throw=False`.
 """
 
-from theory import RESULTS as RESULTS
+from theory import RESULTS as RESULTS, HoldArgs as HoldArgs
 
 from ._critical import (
     CriticalPoint as CriticalPoint,

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from dynamics import TwoLayerReLU
-from theory import RESULTS, Solution, diffrax_stats
+from theory import RESULTS, HoldArgs, Solution, diffrax_stats
 from theory.checks import (
     check_finite,
     check_orthonormal_rows,
@@ -70,6 +70,19 @@ class _Frame(eqx.Module):
     tau: Float[Array, ""]
     v_frozen: Float[Array, "m n"]  # v_ji(0) where v_ji(0) <= 0, else 0
     w_perp: Float[Array, "m d"]  # the part of w_j orthogonal to the data
+    live: Array | None = None  # the live set held for a step (`HoldArgs`), else psi_v > 0
+
+
+def _held_live(t, state: ScaledState, frame: _Frame) -> _Frame:
+    """The frame with the live set at a step's start, for `HoldArgs`."""
+    return eqx.tree_at(lambda f: f.live, frame, state.psi[:, 1:] > 0, is_leaf=lambda x: x is None)
+
+
+def _overshoot(state0: ScaledState, state1: ScaledState, frame: _Frame) -> ScaledState:
+    """The live components that ended a step past the kink: their value there (`HoldArgs`)."""
+    psi_v = jnp.where(frame.live & (state1.psi[:, 1:] <= 0), state1.psi[:, 1:], 0.0)
+    psi = jnp.concatenate([jnp.zeros_like(state1.psi[:, :1]), psi_v], axis=1)
+    return ScaledState(jnp.zeros_like(state1.log_scale), psi)
 
 
 def _safe_log_norm(x):
@@ -113,7 +126,7 @@ def _vector_field(t, state: ScaledState, frame: _Frame):
     n = frame.y.shape[0]
     psi_a = state.psi[:, 0]
     act, r = _residual(state, frame.y)
-    live = state.psi[:, 1:] > 0
+    live = state.psi[:, 1:] > 0 if frame.live is None else frame.live
     g_a = act @ r / n
     g_v = jnp.where(live, psi_a[:, None] * r[None, :], 0.0) / n
     norm2 = psi_a * psi_a + jnp.sum(act * act, axis=1)
@@ -206,7 +219,7 @@ def orthogonal_flow(
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
     model = TwoLayerReLU(check_finite("model.a", model.a), check_finite("model.W", model.W))
-    solver = diffrax.Dopri5() if solver is None else solver
+    solver = HoldArgs(diffrax.Dopri5(), _held_live, _overshoot) if solver is None else solver
     if stepsize_controller is None:
         stepsize_controller = default_controller(rtol, atol)
     out = _solve(X, y, model, ts, tau, solver, stepsize_controller, max_steps, save_params)

@@ -4,7 +4,8 @@ A Rosenbrock method is linearly implicit: each step solves linear systems with o
 W = I / (h gamma) - J, J = df/dy at the step's start, instead of Newton iterations. For the
 stiff flows of this engine that matters twice: no iteration can fail to converge at a kink of
 relu, and the solve can use whatever structure J has (`vanishing_flow` passes a Woodbury
-solve that costs O(m n + n^3) for its (m + m n)-dimensional state).
+solve that costs O(m n^2 + n^3) for its (m + m n)-dimensional state). Wrap a Rodas solver in
+`HoldArgs` to hold a discrete state of the field (a relu live set) fixed within each step.
 
 **The scheme** (Hairer & Wanner, *Solving ODEs II*, sec. IV.7, in the W-transformed form of
 OrdinaryDiffEq.jl, whose published coefficients these are). With c = 1 / (h gamma), for
@@ -230,18 +231,12 @@ class _AbstractRodas(diffrax.AbstractAdaptiveSolver):
     """The step shared by the Rodas methods; subclasses name their `_tableau`."""
 
     shifted_solve: ShiftedSolve = eqx.field(static=True, default=dense_shifted_solve)
-    step_args: Callable | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
         if not callable(self.shifted_solve):
             raise ValueError(
                 "`shifted_solve` must be callable (vector_field, t, y, args, shift) -> solve, "
                 f"got {type(self.shifted_solve).__name__}"
-            )
-        if self.step_args is not None and not callable(self.step_args):
-            raise ValueError(
-                "`step_args` must be None or callable (t, y, args) -> args, "
-                f"got {type(self.step_args).__name__}"
             )
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
@@ -267,8 +262,6 @@ class _AbstractRodas(diffrax.AbstractAdaptiveSolver):
     def _step(self, terms, t0, t1, y0, args):
         tab = self._tableau
         h = t1 - t0
-        if self.step_args is not None:
-            args = self.step_args(t0, y0, args)
 
         def f(t, y):
             return terms.vf(t, y, args)
@@ -314,9 +307,6 @@ class Rodas4(_AbstractRodas):
       which solves (shift I - df/dy(t, y)) x = b for pytrees b shaped like y. Default
       `dense_shifted_solve` (the Jacobian by forward mode and a dense LU), right for small
       states; pass a structured solve for large ones.
-    - `step_args`: `None`, or `step_args(t0, y0, args)` returning the `args` that every stage
-      of the step from (t0, y0) sees, for fields with a discrete state that should stay fixed
-      within a step (a live set, a mode); `vanishing_flow` holds its relu live set this way.
 
     Six stages, each one vector-field evaluation and one linear solve with the same matrix,
     formed once per step; dense output of order 3.
@@ -335,7 +325,7 @@ class Rodas4(_AbstractRodas):
 
 class Rodas5P(_AbstractRodas):
     """Rodas5P (Steinebach 2023), a stiffly accurate, L-stable Rosenbrock method of order
-    5(4), for ODETerms; `shifted_solve` and `step_args` as in `Rodas4`.
+    5(4), for ODETerms; `shifted_solve` as in `Rodas4`.
 
     Eight stages, dense output of order 4. At tight tolerances (rtol 1e-9) it takes fewer
     steps than `Rodas4` on smooth stretches, as Dopri5 does against a fourth-order method.

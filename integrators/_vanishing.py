@@ -37,8 +37,8 @@ instead of the O((m n)^3) of a dense LU of the 1485 x 1485 Jacobian.
 **Kinks.** A live component that reaches psi_ji = 0 freezes: the field jumps there, and an
 adaptive solver that meets the jump inside a step shrinks the step to ~tol / |jump| and climbs
 back, ten or more steps per crossing, for each of the m n components that cross. The default
-solver instead holds each step's live set fixed (the components with psi_ji > 0 at the step's
-start; `_step_args`): inside a step the field is smooth, a component that crossed zero is
+solver instead holds each step's live set fixed (`HoldArgs`, with the components that have
+psi_ji > 0 at the step's start): inside a step the field is smooth, a component that crossed zero is
 frozen from the next step on, and relu(psi) (all that the other components see of it) is
 exact at every stage. The crossing step lets the crossed component itself run past zero with
 the live field; its value below zero is never used (`final_directions` reports it as 0).
@@ -59,7 +59,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from dynamics import TwoLayerReLU
-from theory import RESULTS, Solution, diffrax_stats
+from theory import RESULTS, HoldArgs, Solution, diffrax_stats
 from theory.checks import (
     check_finite,
     check_plus_minus_one,
@@ -216,9 +216,15 @@ def _shifted_solve(vector_field, t, state, args, shift):
     return solve
 
 
-def _default_solver() -> Rodas5P:
-    """`vanishing_flow`'s default: `Rodas5P`, the Woodbury solve and the per-step live set."""
-    return Rodas5P(shifted_solve=_shifted_solve, step_args=_step_args)
+def _overshoot(state0, state1, args):
+    """The live components that ended a step past the kink: their value there (`HoldArgs`)."""
+    psi1 = state1[1]
+    return jnp.zeros_like(state1[0]), jnp.where(args[3] & (psi1 <= 0), psi1, 0.0)
+
+
+def _default_solver() -> HoldArgs:
+    """`vanishing_flow`'s default: `Rodas5P` with the Woodbury solve, live set held per step."""
+    return HoldArgs(Rodas5P(shifted_solve=_shifted_solve), _step_args, _overshoot)
 
 
 def vanishing_flow(

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from integrators import Rodas4, Rodas5P, dense_shifted_solve
+from integrators import HoldArgs, Rodas4, Rodas5P, dense_shifted_solve
 from integrators._vanishing import _shifted_solve, _step_args, _vector_field
 
 
@@ -90,4 +90,8 @@ def test_refuses_a_solve_that_is_not_callable(bad):
     with pytest.raises(ValueError, match="shifted_solve"):
         Rodas4(shifted_solve=bad)
     with pytest.raises(ValueError, match="step_args"):
-        Rodas5P(step_args=bad)
+        HoldArgs(Rodas5P(), bad)
+    with pytest.raises(ValueError, match="solver"):
+        HoldArgs(bad, _step_args)
+    with pytest.raises(ValueError, match="overshoot"):
+        HoldArgs(Rodas5P(), _step_args, bad)

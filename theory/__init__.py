@@ -13,6 +13,7 @@ from ._hermite import (
     hermite_energies as hermite_energies,
     second_moment as second_moment,
 )
+from ._hold import HoldArgs as HoldArgs
 from ._kernels import (
     arccos_kernel as arccos_kernel,
     dual_kernel as dual_kernel,

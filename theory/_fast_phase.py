@@ -44,6 +44,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
+from ._hold import HoldArgs
 from ._solution import RESULTS
 
 S0 = 18.0  # a window starts when the leading neuron has e^L = e^-18 (products e^-36)
@@ -63,13 +64,23 @@ def _residual(E0, D, psi, signs, y, active, fitted):
 
 def _field(s, state, args):
     D, psi = state
-    E0, signs, y, active, fitted = args
+    E0, signs, y, active, fitted = args[:5]
     n = y.shape[0]
     r = _residual(E0, D, psi, signs, y, active, fitted)
     dD = jnp.where(active, -signs * (jax.nn.relu(psi) @ r) / n, 0.0)
-    live = (psi > 0) & active[:, None]
+    live = ((psi > 0) if len(args) == 5 else args[5]) & active[:, None]
     dpsi = jnp.where(live, -(signs[:, None] * r[None, :] / n + psi * dD[:, None]), 0.0)
     return dD, dpsi
+
+
+def _held_live(s, state, args):
+    """The live set at a step's start, held for the step (`HoldArgs`)."""
+    return args[:5] + (state[1] > 0,)
+
+
+def _overshoot(state0, state1, args):
+    """The live components that ended a step past the kink: their value there (`HoldArgs`)."""
+    return jnp.zeros_like(state1[0]), jnp.where(args[5] & (state1[1] <= 0), state1[1], 0.0)
 
 
 def window(E0, psi, signs, y, active, fitted, s0, s1, save_ts=None):
@@ -87,7 +98,7 @@ def window(E0, psi, signs, y, active, fitted, s0, s1, save_ts=None):
         subs.append(diffrax.SubSaveAt(ts=save_ts, fn=loss))
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_field),
-        diffrax.Tsit5(),
+        HoldArgs(diffrax.Tsit5(), _held_live, _overshoot),
         s0,
         s1,
         None,
