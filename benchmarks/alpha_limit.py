@@ -10,8 +10,9 @@ as alpha -> 0; the fitted slope of error against log(1/alpha) on log-log axes me
 The same sweep runs with each solver of `--solvers`: `rodas5p`, the flow's default (an
 L-stable Rosenbrock method with a structured linear solve), and `dopri5`, the explicit solver
 it replaced, whose steps grow with log(1/alpha) once neurons have fitted. The summary is the
-first solver's; `solvers` holds every solver's steps, wall time per solve (each of the first
-`--timed-seeds` seeds solved alone, compiled beforehand; the median) and errors side by side.
+first solver's; `solvers` holds every solver's steps, wall time per solve (the flow alone,
+for each of the first `--timed-seeds` seeds solved by itself after compiling; the median)
+and errors side by side.
 Writes `results.json`, `errors.png`, `exponents.png` and `solvers.png` to `--out`.
 
     python -m benchmarks.alpha_limit [--seeds 8] [--log10-inv-alpha 10 30 100 300 1000 10000]
@@ -86,21 +87,37 @@ def run(instance, log10_inv_alpha, n, width, rtol, solver="rodas5p"):
 
 
 def time_solves(n, width, seeds, seed, ps, rtol, solver) -> list[float]:
-    """Median wall seconds of one solve per p: each of `seeds` seeds solved alone (the sweep
-    batches seeds, so its wall time is not a solve's), after one compiling call."""
-    one = jax.jit(lambda inst, tau: _solve(inst, tau, rtol, solver)[3].loss)
+    """Median wall seconds of one solve per p: the flow alone (its save grid and Algorithm 1's
+    prediction are made beforehand), each of `seeds` seeds solved by itself after one
+    compiling call (the sweep batches seeds, so its wall time is not a solve's)."""
+    chosen = SOLVERS[solver]
+
+    def flow(y, signs, directions, ts, tau):
+        return vanishing_flow(
+            y, signs, directions, ts, time_scale=tau, rtol=rtol, atol=rtol,
+            solver=None if chosen is None else chosen(),
+        ).loss  # fmt: skip
+
+    def grid(y, signs, directions, tau):
+        pred = saddle_jumps(y, signs, directions, time_scale=tau)
+        return jump_time_grid(pred, pred.horizon(HORIZON), time_scale=tau)
+
+    one, grid = jax.jit(flow), jax.jit(grid)
     instances = [
         make(jax.random.fold_in(jax.random.PRNGKey(seed), s), None, n, width, rtol)
         for s in range(seeds)
     ]
-    jax.block_until_ready(one(instances[0], _saddle.time_scale(ps[0], width)))
     medians = []
-    for p in ps:
+    for k, p in enumerate(ps):
         tau = _saddle.time_scale(p, width)
+        grids = [grid(*inst, tau) for inst in instances]
+        if k == 0:
+            jax.block_until_ready(one(*instances[0], grids[0], tau))  # compile
         walls = []
-        for inst in instances:
+        for inst, ts in zip(instances, grids, strict=True):
+            jax.block_until_ready(ts)
             start = time.perf_counter()
-            jax.block_until_ready(one(inst, tau))
+            jax.block_until_ready(one(*inst, ts, tau))
             walls.append(time.perf_counter() - start)
         medians.append(float(np.median(walls)))
     return medians

@@ -202,14 +202,32 @@ def dense_shifted_solve(vector_field, t, y, args, shift):
 class RodasInterpolation(diffrax.AbstractLocalInterpolation):
     """A Rodas method's continuous extension on one step, for `SaveAt(ts=...)`:
 
-    y(t0 + theta h) = (1 - theta) y0 + theta (y1 + (1 - theta) (K_1 + theta (K_2 + ...))).
+    y(t0 + theta h) = (1 - theta) y0 + theta (y1 + (1 - theta) (K_1 + theta (K_2 + ...))),
+
+    stored as the coefficients of that polynomial in theta (formed once per step), so that
+    each save time costs one fused polynomial evaluation.
     """
 
     t0: float
     t1: float
-    y0: object
-    y1: object
-    k: object  # pytree of (q, ...) arrays: K_1 .. K_q
+    coeffs: object  # pytree of (q + 2, ...) arrays, highest power of theta first
+
+    def __init__(self, *, t0, t1, y0, y1, k):
+        self.t0 = t0
+        self.t1 = t1
+
+        def coefficients(y0, y1, k):
+            # theta (1 - theta) P(theta), P = sum_q K_q theta^(q-1): powers 1 .. q + 1
+            q = k.shape[0]
+            low = [jnp.zeros_like(y0)] * (q + 2)  # low[p]: coefficient of theta^p
+            for row in range(q):
+                low[row + 1] = low[row + 1] + k[row]
+                low[row + 2] = low[row + 2] - k[row]
+            low[0] = y0
+            low[1] = low[1] + (y1 - y0)
+            return jnp.stack(low[::-1])
+
+        self.coeffs = jtu.tree_map(coefficients, y0, y1, k)
 
     def evaluate(self, t0, t1=None, left=True):
         del left
@@ -218,13 +236,13 @@ class RodasInterpolation(diffrax.AbstractLocalInterpolation):
         span = self.t1 - self.t0
         theta = jnp.where(span == 0, 0.0, (t0 - self.t0) / jnp.where(span == 0, 1.0, span))
 
-        def one(y0, y1, k):
-            inner = k[-1]
-            for row in range(k.shape[0] - 2, -1, -1):
-                inner = k[row] + theta * inner
-            return (1 - theta) * y0 + theta * (y1 + (1 - theta) * inner)
+        def horner(c):
+            out = c[0]
+            for row in range(1, c.shape[0]):
+                out = out * theta + c[row]
+            return out
 
-        return jtu.tree_map(one, self.y0, self.y1, self.k)
+        return jtu.tree_map(horner, self.coeffs)
 
 
 class _AbstractRodas(diffrax.AbstractAdaptiveSolver):
