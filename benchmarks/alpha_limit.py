@@ -8,15 +8,17 @@ measured on a save grid that resolves every jump (`theory.jump_time_grid`); the 
 as alpha -> 0; the fitted slope of error against log(1/alpha) on log-log axes measures how fast.
 
 The same sweep runs with each solver of `--solvers`: `rodas5p`, the flow's default (an
-L-stable Rosenbrock method with a structured linear solve), and `dopri5`, the explicit solver
-it replaced, whose steps grow with log(1/alpha) once neurons have fitted. The summary is the
+L-stable Rosenbrock method with a structured linear solve and the live set held per step),
+`dopri5`, the explicit solver it replaced, on the plain field as before (its steps grow with
+log(1/alpha) once neurons have fitted), and `dopri5-held`, Dopri5 with the live set held per
+step (cheap where the flow is not stiff, at its stability limit where it is). The summary is the
 first solver's; `solvers` holds every solver's steps, wall time per solve (the flow alone,
 for each of the first `--timed-seeds` seeds solved by itself after compiling; the median)
 and errors side by side.
 Writes `results.json`, `errors.png`, `exponents.png` and `solvers.png` to `--out`.
 
     python -m benchmarks.alpha_limit [--seeds 8] [--log10-inv-alpha 10 30 100 300 1000 10000]
-        [--solvers rodas5p dopri5] [--timed-seeds 8]
+        [--solvers rodas5p dopri5 dopri5-held] [--timed-seeds 8]
 """
 
 import time
@@ -43,7 +45,12 @@ from theory import coverage_width, jump_time_grid, predicted_exponents, saddle_j
 
 HORIZON = 1.3  # integrate to 1.3 x the last predicted jump time
 CURVE = 400  # points of the stored exponent and loss curves
-SOLVERS = {"rodas5p": None, "dopri5": diffrax.Dopri5}  # None: vanishing_flow's default
+# name: (solver, hold_live); None is vanishing_flow's default (Rodas5P, Woodbury solve)
+SOLVERS = {
+    "rodas5p": (None, True),
+    "dopri5": (diffrax.Dopri5, False),  # the flow as it was integrated before
+    "dopri5-held": (diffrax.Dopri5, True),
+}
 
 
 def make(key, log10_inv_alpha, n, width, rtol, solver="rodas5p"):
@@ -58,12 +65,14 @@ def _solve(instance, tau, rtol, solver):
     pred = saddle_jumps(y, signs, directions, time_scale=tau)
     t1 = pred.horizon(HORIZON)
     ts = jump_time_grid(pred, t1, time_scale=tau)
-    chosen = SOLVERS[solver]
-    sol = vanishing_flow(
-        y, signs, directions, ts, time_scale=tau, rtol=rtol, atol=rtol,
-        solver=None if chosen is None else chosen(),
-    )  # fmt: skip
+    sol = vanishing_flow(y, signs, directions, ts, time_scale=tau, rtol=rtol, atol=rtol,
+                         **_solver_options(solver))  # fmt: skip
     return pred, t1, ts, sol
+
+
+def _solver_options(name: str) -> dict:
+    make_solver, hold = SOLVERS[name]
+    return {"solver": None if make_solver is None else make_solver(), "hold_live": hold}
 
 
 def run(instance, log10_inv_alpha, n, width, rtol, solver="rodas5p"):
@@ -90,13 +99,12 @@ def time_solves(n, width, seeds, seed, ps, rtol, solver) -> list[float]:
     """Median wall seconds of one solve per p: the flow alone (its save grid and Algorithm 1's
     prediction are made beforehand), each of `seeds` seeds solved by itself after one
     compiling call (the sweep batches seeds, so its wall time is not a solve's)."""
-    chosen = SOLVERS[solver]
+    options = _solver_options(solver)
 
     def flow(y, signs, directions, ts, tau):
         return vanishing_flow(
-            y, signs, directions, ts, time_scale=tau, rtol=rtol, atol=rtol,
-            solver=None if chosen is None else chosen(),
-        ).loss  # fmt: skip
+            y, signs, directions, ts, time_scale=tau, rtol=rtol, atol=rtol, **options
+        ).loss
 
     def grid(y, signs, directions, tau):
         pred = saddle_jumps(y, signs, directions, time_scale=tau)
@@ -131,7 +139,7 @@ def run_benchmark(
     ps=(10, 30, 100, 300, 1000, 10000),
     rtol=1e-9,
     out=None,
-    solvers=("rodas5p", "dopri5"),
+    solvers=("rodas5p", "dopri5", "dopri5-held"),
     timed_seeds=8,
 ):
     enable_float64()
@@ -332,7 +340,8 @@ def main(argv=None) -> dict:
     )
     p.add_argument("--rtol", type=float, default=1e-9, help="solver rtol = atol")
     p.add_argument(
-        "--solvers", nargs="+", choices=sorted(SOLVERS), default=["rodas5p", "dopri5"],
+        "--solvers", nargs="+", choices=sorted(SOLVERS),
+        default=["rodas5p", "dopri5", "dopri5-held"],
         help="solvers side by side; the summary is the first one's",
     )  # fmt: skip
     p.add_argument(

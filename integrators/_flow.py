@@ -24,6 +24,14 @@ that explicit solvers turn into tolerance-level noise of either sign). The param
 back as v_ji = exp(kappa_j) psi_ji on live components, v_ji(0) on components frozen from the
 start, and 0 on components that reached the kink during the flow.
 
+**Kinks.** A live component that reaches v_ji = 0 freezes, and the field jumps there; an
+adaptive solver that meets the jump inside a step shrinks the step to ~tol / |jump| and climbs
+back, ten or more steps per crossing. By default the solver is wrapped in `theory.HoldArgs`,
+which holds each step's live set fixed (the field is smooth inside every step, relu of each
+component exact at every stage) and adds the kink's area to the error estimate, so the
+crossing is still resolved to the tolerance: on the main job's instances 336 steps per solve
+at alpha = 1e-10 / sqrt(45) instead of 1,374.
+
 **Which dynamics.** This is the flow of *exactly* orthonormal inputs (the data basis): X is
 accepted when max |X X^T - I| <= 1e-6, and its coupling is then ignored. At small alpha the
 flow of the given float64 X itself differs once that coupling is not far below alpha: coupled
@@ -185,6 +193,7 @@ def orthogonal_flow(
     max_steps: int = 100_000,
     save_params: bool = False,
     solver: diffrax.AbstractAdaptiveSolver | None = None,
+    hold_live: bool = True,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     throw: bool = False,
 ) -> FlowSolution:
@@ -195,7 +204,9 @@ def orthogonal_flow(
     theta~(t) = theta(log(1/alpha) t) is the rescaled one, in which the small-initialization
     flow becomes a jump process.
     Integration uses the per-neuron log-scale formulation of the module docstring, an adaptive
-    `solver` (default `diffrax.Dopri5()`) and `stepsize_controller` (default a PI controller at
+    `solver` (default `diffrax.Dopri5()`), with each step's live set held fixed around it
+    (`theory.HoldArgs`; see **Kinks** in the module docstring; `hold_live=False` gives the
+    solver the plain field instead), and `stepsize_controller` (default a PI controller at
     `rtol`/`atol` with pcoeff = 0.4, icoeff = 0.3: after the jumps the fitted neurons make the
     step size stability-limited, where these damp the accept/reject oscillation). Pure and
     `jax.vmap`-able over models, data, `ts` and `time_scale` (an array, so a sweep over alpha
@@ -219,7 +230,11 @@ def orthogonal_flow(
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
     model = TwoLayerReLU(check_finite("model.a", model.a), check_finite("model.W", model.W))
-    solver = HoldArgs(diffrax.Dopri5(), _held_live, _overshoot) if solver is None else solver
+    if not isinstance(hold_live, bool):
+        raise ValueError(f"`hold_live` must be True or False, got {hold_live!r}")
+    solver = diffrax.Dopri5() if solver is None else solver
+    if hold_live:
+        solver = HoldArgs(solver, _held_live, _overshoot)
     if stepsize_controller is None:
         stepsize_controller = default_controller(rtol, atol)
     out = _solve(X, y, model, ts, tau, solver, stepsize_controller, max_steps, save_params)

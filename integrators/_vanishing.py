@@ -27,21 +27,23 @@ integration error can flip their sign and wake them.
 
 **Stiffness.** After a neuron has fitted its samples it relaxes at rate ~ tau a_j^2 / n: the
 rescaled flow itself is stiff, by a factor tau. An explicit method (Dopri5) then runs at its
-stability limit, h ~ 3 n / (tau a_j^2), and its steps grow like tau: 6,500 per solve at
-alpha = 1e-10 and 66,000 at 10^-10000 (n = 32, m = 45). The default solver is therefore
-`Rodas5P`, an L-stable Rosenbrock method whose step is set by accuracy alone, with a
-structured linear solve (`_shifted_solve`): J couples the neurons only through the n
-residuals, so each step's matrix shift I - J is inverted by Woodbury in O(m n^2 + n^3)
-instead of the O((m n)^3) of a dense LU of the 1485 x 1485 Jacobian.
+stability limit, h ~ 3 n / (tau a_j^2), and its steps grow like tau: a median of 6,200 per
+solve at alpha = 1e-10 and 29,000 at 10^-10000 (n = 32, m = 45, `benchmarks.alpha_limit`).
+The default solver is therefore `Rodas5P`, an L-stable Rosenbrock method whose step is set
+by accuracy alone, with a structured linear solve (`_shifted_solve`): J couples the neurons
+only through the n residuals, so each step's matrix shift I - J is inverted by Woodbury in
+O(m n^2 + n^3) instead of the O((m n)^3) of a dense LU of the 1485 x 1485 Jacobian.
 
 **Kinks.** A live component that reaches psi_ji = 0 freezes: the field jumps there, and an
 adaptive solver that meets the jump inside a step shrinks the step to ~tol / |jump| and climbs
-back, ten or more steps per crossing, for each of the m n components that cross. The default
-solver instead holds each step's live set fixed (`HoldArgs`, with the components that have
-psi_ji > 0 at the step's start): inside a step the field is smooth, a component that crossed zero is
-frozen from the next step on, and relu(psi) (all that the other components see of it) is
-exact at every stage. The crossing step lets the crossed component itself run past zero with
-the live field; its value below zero is never used (`final_directions` reports it as 0).
+back, ten or more steps per crossing, for each of the m n components that cross. So the
+solver is wrapped in `theory.HoldArgs`, which holds each step's live set fixed (the
+components with psi_ji > 0 at the step's start): inside a step the field is smooth, relu(psi)
+(all that the other components see of a component) is exact at every stage, and a component
+that crossed zero is frozen from the next step on. Its kink, integrated as if smooth, is
+charged to the step's error estimate (J times the area the kink cuts off), so it is still
+resolved to the tolerance. The crossed component itself runs past zero with the live field
+in its crossing step; that value is never used (`final_directions` reports it as 0).
 
 The time scale tau = log(1/alpha) is the `time_scale` argument, as in `orthogonal_flow`.
 
@@ -233,9 +235,12 @@ def _overshoot(state0, state1, args):
     return jnp.zeros_like(state1[0]), jnp.where(args[3] & (psi1 <= 0), psi1, 0.0)
 
 
-def _default_solver() -> HoldArgs:
-    """`vanishing_flow`'s default: `Rodas5P` with the Woodbury solve, live set held per step."""
-    return HoldArgs(Rodas5P(shifted_solve=_shifted_solve), _step_args, _overshoot)
+def _solver(solver, hold_live: bool):
+    """The solver a `vanishing_flow` call runs: `Rodas5P` with the Woodbury solve by default,
+    wrapped in `HoldArgs` with the live-set hooks unless `hold_live=False`."""
+    if solver is None:
+        solver = Rodas5P(shifted_solve=_shifted_solve)
+    return HoldArgs(solver, _step_args, _overshoot) if hold_live else solver
 
 
 def vanishing_flow(
@@ -250,6 +255,7 @@ def vanishing_flow(
     max_steps: int = 1_000_000,
     save_directions: bool = False,
     solver: diffrax.AbstractAdaptiveSolver | None = None,
+    hold_live: bool = True,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     throw: bool = False,
 ) -> VanishingSolution:
@@ -269,11 +275,14 @@ def vanishing_flow(
     - `ts` (T,): increasing save times in the rescaled clock, from 0 or later.
     - `time_scale`: tau = log(1/alpha) > 0, finite (an array, so sweeps do not recompile).
     - `rtol`, `atol`: tolerances (exponents and directions are O(1), so they are relative to
-      each neuron's size). `solver` default `Rodas5P` with the structured solve and per-step
-      live set of the module docstring; any diffrax solver can be passed instead (it then
-      sees the plain field, live where psi > 0, e.g. `diffrax.Dopri5()`, the solver before
-      the stiff one). `stepsize_controller` default a PI controller (pcoeff 0.4, icoeff 0.3),
-      as in `orthogonal_flow`. `throw=True` raises where the solve fails.
+      each neuron's size). `solver` default `Rodas5P` with the structured solve of the module
+      docstring; any adaptive diffrax solver can be passed instead (`diffrax.Dopri5()` is
+      faster where the flow is not stiff, log(1/alpha) below ~1e3 at n = 32). `hold_live`
+      (default True) holds each step's live set fixed (**Kinks** above) around whichever
+      solver runs; `False` gives the solver the plain field, live where psi > 0 (with
+      Dopri5, the flow as it was integrated before). `stepsize_controller` default a PI
+      controller (pcoeff 0.4, icoeff 0.3), as in `orthogonal_flow`. `throw=True` raises
+      where the solve fails.
 
     **Returns:** a `VanishingSolution`. Pure and `jax.vmap`-able over every array argument.
 
@@ -298,7 +307,9 @@ def vanishing_flow(
     directions = check_finite("directions", inexact(directions, dtype))
     y = check_finite("y", inexact(y, dtype))
     ts = check_time_grid("ts", ts, dtype)
-    solver = _default_solver() if solver is None else solver
+    if not isinstance(hold_live, bool):
+        raise ValueError(f"`hold_live` must be True or False, got {hold_live!r}")
+    solver = _solver(solver, hold_live)
     if stepsize_controller is None:
         stepsize_controller = default_controller(rtol, atol)
     out = _solve(y, signs, directions, ts, tau, solver, stepsize_controller, max_steps,

@@ -156,7 +156,15 @@ CASES["vanishing_flow"] += [
         lambda: I.vanishing_flow(ONE, ONE, jnp.ones((1, 1)), TS, time_scale=10.0, rtol=-1.0),
         ValueError,
         "rtol",
-    )
+    ),
+    (
+        lambda: I.vanishing_flow(ONE, ONE, jnp.ones((1, 1)), TS, time_scale=10.0, hold_live=1),
+        ValueError,
+        "hold_live",
+    ),
+]
+CASES["orthogonal_flow"] += [
+    (lambda: I.orthogonal_flow(X2, Y2, NET, TS, hold_live="yes"), ValueError, "hold_live"),
 ]
 CASES["gradient_descent"] += [
     (

@@ -13,7 +13,7 @@ def test_alpha_limit(tmp_path):
     out = tmp_path / "al"
     stdout, results = run_quick("alpha_limit", out)
     assert "fitted slopes" in stdout
-    assert results["config"]["base_seed"] == 0 and results["failed_solves"] == [0] * 4
+    assert results["config"]["base_seed"] == 0 and results["failed_solves"] == [0] * 6
     summary = results["summary"]
     for e in summary:
         assert {"median_rel_error", "max_rel_error", "median_cost_rel_error"} <= e.keys()
