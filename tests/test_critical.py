@@ -75,7 +75,13 @@ def test_plateau_hessian_unstable_rates_are_algorithm_1s():
     # sign-mismatched components have reached the kink, A is the support S and the unstable
     # eigenvalue is -||D_j^(0)||, Algorithm 1's rate. A mismatched component still alive adds
     # an unstable direction the flow cannot follow (it runs into the kink).
-    from dynamics import balanced_init, orthogonal_data, signs_and_directions, square_loss
+    from dynamics import (
+        TwoLayerReLU,
+        balanced_init,
+        orthogonal_data,
+        signs_and_directions,
+        square_loss,
+    )
     from integrators import orthogonal_flow
     from theory import saddle_jumps
 
@@ -85,8 +91,14 @@ def test_plateau_hessian_unstable_rates_are_algorithm_1s():
     pred = saddle_jumps(y, signs, D)
     t = 0.6 * float(pred.times[0])
     sol = orthogonal_flow(X, y, model, jnp.array([0.0, t]), time_scale=np.log(1e12))
-    eig = np.asarray(hessian_spectrum(sol.model, lambda m, d: square_loss(m, *d), (X, y)))
-    active = np.asarray(sol.model.W @ X.T) > 0
+    # in the data basis (v = W X^T, an orthogonal change of variables for d = n: the same
+    # spectrum), with the components at the kink set to exactly 0: through W = V X they come
+    # back as +-1e-17 of their neuron's size, and relu' of a rounding error is 0 or 1 at random
+    V = np.asarray(sol.model.W @ X.T)
+    V = np.where(np.abs(V) < 1e-12 * np.linalg.norm(V, axis=1)[:, None], 0.0, V)
+    basis = TwoLayerReLU(sol.model.a, jnp.asarray(V))
+    eig = np.asarray(hessian_spectrum(basis, lambda m, d: square_loss(m, *d), (jnp.eye(5), y)))
+    active = V > 0
     blocks = np.linalg.norm(np.where(active, np.asarray(y)[None, :], 0.0), axis=1) / 5
     np.testing.assert_allclose(np.sort(-eig[eig < -1e-9]), np.sort(blocks[blocks > 0]), rtol=1e-6)
     support = (np.asarray(D) > 0) & (np.asarray(signs)[:, None] * np.asarray(y)[None, :] > 0)
