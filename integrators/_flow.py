@@ -53,6 +53,7 @@ from dynamics import TwoLayerReLU
 from theory import RESULTS, HoldArgs, Solution, diffrax_stats
 from theory.checks import (
     check_finite,
+    check_flag,
     check_orthonormal_rows,
     check_shape,
     check_solver_options,
@@ -83,12 +84,13 @@ class _Frame(eqx.Module):
 
 def _held_live(t, state: ScaledState, frame: _Frame) -> _Frame:
     """The frame with the live set at a step's start, for `HoldArgs`."""
-    return eqx.tree_at(lambda f: f.live, frame, state.psi[:, 1:] > 0, is_leaf=lambda x: x is None)
+    live = HoldArgs.live_set(state.psi[:, 1:])
+    return eqx.tree_at(lambda f: f.live, frame, live, is_leaf=lambda x: x is None)
 
 
 def _overshoot(state0: ScaledState, state1: ScaledState, frame: _Frame) -> ScaledState:
     """The live components that ended a step past the kink: their value there (`HoldArgs`)."""
-    psi_v = jnp.where(frame.live & (state1.psi[:, 1:] <= 0), state1.psi[:, 1:], 0.0)
+    psi_v = HoldArgs.past_kink(frame.live, state1.psi[:, 1:])
     psi = jnp.concatenate([jnp.zeros_like(state1.psi[:, :1]), psi_v], axis=1)
     return ScaledState(jnp.zeros_like(state1.log_scale), psi)
 
@@ -230,8 +232,7 @@ def orthogonal_flow(
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
     model = TwoLayerReLU(check_finite("model.a", model.a), check_finite("model.W", model.W))
-    if not isinstance(hold_live, bool):
-        raise ValueError(f"`hold_live` must be True or False, got {hold_live!r}")
+    check_flag("hold_live", hold_live)
     solver = diffrax.Dopri5() if solver is None else solver
     if hold_live:
         solver = HoldArgs(solver, _held_live, _overshoot)

@@ -191,7 +191,8 @@ def dense_shifted_solve(vector_field, t, y, args, shift):
         return jax.flatten_util.ravel_pytree(vector_field(t, unravel(z), args))[0]
 
     J = jax.jacfwd(f)(flat)
-    lu = jax.scipy.linalg.lu_factor(shift * jnp.eye(flat.size, dtype=flat.dtype) - J)
+    eye = jnp.eye(flat.size, dtype=flat.dtype)
+    lu = jax.scipy.linalg.lu_factor(jnp.asarray(shift, flat.dtype) * eye - J)
 
     def solve(b):
         return unravel(jax.scipy.linalg.lu_solve(lu, jax.flatten_util.ravel_pytree(b)[0]))
@@ -280,19 +281,29 @@ class _AbstractRodas(diffrax.AbstractAdaptiveSolver):
     def _step(self, terms, t0, t1, y0, args):
         tab = self._tableau
         h = t1 - t0
+        # a backward solve reaches the step as a term whose control is -(t1 - t0): the field
+        # of the step is then direction * vf, and its Jacobian direction * J
+        direction = terms.contr(t0, t1) / jnp.where(h == 0, 1.0, h)
 
         def f(t, y):
-            return terms.vf(t, y, args)
+            return jtu.tree_map(lambda v: direction.astype(v.dtype) * v, terms.vf(t, y, args))
+
+        def coef(c, like):
+            return jnp.asarray(float(c), jnp.result_type(like))  # the state's dtype, not float64
 
         f0, dfdt = jax.jvp(lambda t: f(t, y0), (t0,), (jnp.ones_like(t0),))
-        solve = self.shifted_solve(terms.vf, t0, y0, args, 1.0 / (h * tab.gamma))
+        # (c I - d J) x = b  <=>  (d c I - J) x = d b, with d = +-1
+        solve_shifted = self.shifted_solve(terms.vf, t0, y0, args, direction / (h * tab.gamma))
+
+        def solve(b):
+            return solve_shifted(jtu.tree_map(lambda x: direction.astype(x.dtype) * x, b))
 
         def combine(coeffs, ks, base=None, scale=1.0):
             """base + scale * sum_j coeffs[j] k_j over the nonzero numpy coefficients."""
             out = base
             for c, k in zip(coeffs, ks, strict=False):
                 if c != 0.0:
-                    term = jtu.tree_map(lambda x, c=c: (c * scale) * x, k)
+                    term = jtu.tree_map(lambda x, c=c: (coef(c, x) * scale).astype(x.dtype) * x, k)
                     out = term if out is None else jtu.tree_map(jnp.add, out, term)
             return out
 
@@ -303,12 +314,14 @@ class _AbstractRodas(diffrax.AbstractAdaptiveSolver):
                 rhs = f0
             else:
                 if i < tab.a.shape[0]:
-                    u, node = combine(tab.a[i], ks, y0), tab.nodes[i]
+                    u, node = combine(tab.a[i], ks, y0), float(tab.nodes[i])
                 else:
                     u, node = jtu.tree_map(jnp.add, u, ks[-1]), 1.0
                 rhs = combine(tab.C[i], ks, f(t0 + node * h, u), scale=1.0 / h)
             if tab.d[i] != 0.0:
-                rhs = jtu.tree_map(lambda r, g, di=tab.d[i]: r + (di * h) * g, rhs, dfdt)
+                rhs = jtu.tree_map(
+                    lambda r, g, di=float(tab.d[i]): r + ((di * h) * g).astype(r.dtype), rhs, dfdt
+                )
             ks.append(solve(rhs))
         y1 = jtu.tree_map(jnp.add, u, ks[-1])
         k_dense = jtu.tree_map(lambda *k: jnp.stack([combine(row, k) for row in tab.H]), *ks)

@@ -162,6 +162,11 @@ CASES["vanishing_flow"] += [
         ValueError,
         "hold_live",
     ),
+    (
+        lambda: I.vanishing_flow(ONE, ONE, jnp.ones((1, 1)), TS, time_scale=10.0, hold_live=False),
+        ValueError,
+        "hold_live=False",
+    ),
 ]
 CASES["orthogonal_flow"] += [
     (lambda: I.orthogonal_flow(X2, Y2, NET, TS, hold_live="yes"), ValueError, "hold_live"),

@@ -4,6 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import integrators as I
 from integrators import HoldArgs, Rodas4, Rodas5P, dense_shifted_solve
 from integrators._vanishing import _shifted_solve, _step_args, _vector_field
 
@@ -40,6 +41,7 @@ def test_orders_of_the_step_and_the_dense_output(solver, order):
     assert np.log2(err[0, :2].max() / err[1, :2].max()) > order - 1 - 0.3
 
 
+@pytest.mark.slow
 def test_stiff_problem_takes_accuracy_sized_steps():
     # van der Pol at mu = 1e3: L-stable steps, the same answer as Kvaerno5 in far fewer steps
     def vdp(t, y, mu):
@@ -95,3 +97,51 @@ def test_refuses_a_solve_that_is_not_callable(bad):
         HoldArgs(bad, _step_args)
     with pytest.raises(ValueError, match="overshoot"):
         HoldArgs(Rodas5P(), _step_args, bad)
+
+
+def test_backward_solves_integrate_the_same_equation():
+    # diffrax hands a backward solve over as a term with a negated control
+    def vf(t, y, args):
+        return -y + jnp.sin(t)
+
+    kw = dict(
+        t0=1.0, t1=0.0, dt0=None, y0=jnp.array(1.0), saveat=diffrax.SaveAt(ts=jnp.array([0.0])),
+        stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10),
+    )  # fmt: skip
+    exact = diffrax.diffeqsolve(diffrax.ODETerm(vf), diffrax.Dopri8(), **kw).ys
+    for solver in (Rodas4(), Rodas5P(), HoldArgs(Rodas4(), lambda t, y, a: a)):
+        np.testing.assert_allclose(diffrax.diffeqsolve(diffrax.ODETerm(vf), solver, **kw).ys, exact,
+                                   rtol=1e-7)  # fmt: skip
+
+
+def test_hold_args_sees_a_dip_past_the_kink_inside_a_step():
+    # y' = -(1 - 2t) while live: y reaches 0 at t = 0.276 and must freeze there, though the
+    # held field would carry it back above 0 within one long step
+    def field(t, y, live):
+        live = (y > 0) if live is None else live
+        return jnp.where(live, -(1.0 - 2.0 * t), 0.0)
+
+    hold = HoldArgs(diffrax.Dopri5(), lambda t, y, a: HoldArgs.live_set(y), lambda y0, y1, live:
+                    HoldArgs.past_kink(live, y1))  # fmt: skip
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(field), hold, 0.0, 1.0, None, jnp.array(0.2), args=None,
+        stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-6),
+    )  # fmt: skip
+    assert float(sol.ys[-1]) <= 0.0
+
+
+def test_hold_args_keeps_the_solvers_term_structure():
+    control = diffrax.ControlTerm(lambda t, y, a: -y, diffrax.LinearInterpolation(
+        ts=jnp.array([0.0, 1.0]), ys=jnp.array([0.0, 3.0])))  # fmt: skip
+    with pytest.raises(Exception, match="[Tt]erm"):
+        diffrax.diffeqsolve(control, HoldArgs(Rodas4(), lambda t, y, a: a), 0.0, 1.0, 0.1,
+                            jnp.array(1.0))  # fmt: skip
+
+
+def test_vanishing_flow_in_float32():
+    y, signs = jnp.array([1.0, -0.5], jnp.float32), jnp.array([1.0, -1.0], jnp.float32)
+    dirs = jnp.array([[0.6, 0.8], [0.8, 0.6]], jnp.float32)
+    sol = I.vanishing_flow(y, signs, dirs, jnp.linspace(0.0, 2.0, 5, dtype=jnp.float32),
+                           time_scale=50.0)  # fmt: skip
+    assert bool(sol.ok) and sol.loss.dtype == jnp.float32
+    assert bool(jnp.all(jnp.isfinite(sol.loss)))

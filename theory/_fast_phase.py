@@ -75,12 +75,12 @@ def _field(s, state, args):
 
 def _held_live(s, state, args):
     """The live set at a step's start, held for the step (`HoldArgs`)."""
-    return args[:5] + (state[1] > 0,)
+    return args[:5] + (HoldArgs.live_set(state[1]),)
 
 
 def _overshoot(state0, state1, args):
     """The live components that ended a step past the kink: their value there (`HoldArgs`)."""
-    return jnp.zeros_like(state1[0]), jnp.where(args[5] & (state1[1] <= 0), state1[1], 0.0)
+    return jnp.zeros_like(state1[0]), HoldArgs.past_kink(args[5], state1[1])
 
 
 def window(E0, psi, signs, y, active, fitted, s0, s1, save_ts=None):

@@ -6,35 +6,60 @@ step sees a jump in the field, shrinks the step to ~tol / |jump| and climbs back
 steps per crossing, for each of the m n components that cross. Holding the live set fixed
 within each step (the one at the step's start) makes the field smooth inside every step;
 a component that crossed zero is switched off from the next step on. The field must read the
-held state from its `args`, which `step_args(t0, y0, args)` computes at each step's start.
+held state from its `args`, which `step_args(t0, y0, args)` computes at each step's start,
+and must also accept the raw `args` (diffrax evaluates the field with them to check the term
+and to pick the first step).
 
 This is exact where the switch only matters through quantities that are continuous across
 it (relu(v) itself, evaluated at every stage), and the switched component's own value past
-the switch is never used: the case of the frozen components of `orthogonal_flow` and
-`vanishing_flow`.
+the switch is never used: the case of the frozen components of `orthogonal_flow`,
+`vanishing_flow` and the finite-alpha fast phases (`HoldArgs.live_set` and
+`HoldArgs.past_kink` are their hooks).
+What the held step integrates as if smooth is relu of a crossing component, a kinked function
+of time; `overshoot` lets `HoldArgs` charge that to the error estimate (see `_kink_error`),
+and a component that dips past the switch inside a step and comes back (seen on the step's
+dense output) rejects the step, so a crossing is never missed.
 """
 
 from collections.abc import Callable
-from typing import ClassVar
 
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+_DIP_POINTS = (0.25, 0.5, 0.75)  # where a step's dense output is checked for a dip
+
 
 def _changed(a, b):
-    leaves_a, leaves_b = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
-    return jnp.any(jnp.stack([jnp.any(x != y) for x, y in zip(leaves_a, leaves_b, strict=True)]))
+    out = jnp.asarray(False)
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
+        out = out | jnp.any(x != y)
+    return out
+
+
+def _nonzero(tree):
+    out = jnp.asarray(False)
+    for x in jax.tree_util.tree_leaves(tree):
+        out = out | jnp.any(x != 0)
+    return out
 
 
 class HoldArgs(diffrax.AbstractAdaptiveSolver):
     """Wraps an adaptive diffrax `solver` so that every stage of a step sees the `args` that
     `step_args(t0, y0, args)` returns at the step's start (see the module docstring).
 
-    **Arguments:** `solver`, any `diffrax.AbstractAdaptiveSolver`; `step_args`, a callable
-    (t0, y0, args) -> args of the same structure whenever it is called. A first-same-as-last
-    solver (Dopri5) re-evaluates its first stage after a step whose held args changed.
+    **Arguments:**
+
+    - `solver`: any `diffrax.AbstractAdaptiveSolver` (its term structure is kept).
+    - `step_args`: (t0, y0, args) -> args, of the same structure whenever it is called.
+    - `overshoot`: `None`, or (y0, y, held_args) -> a y-shaped pytree, nonzero exactly on the
+      components past their switch at y that were held live (`past_kink`). With it, a
+      crossing's kink is charged to the error estimate and a dip past the switch inside a
+      step rejects the step.
+
+    A first-same-as-last solver (Dopri5) re-evaluates its first stage after a step whose held
+    args changed.
 
     A field whose sign switch is held per step:
 
@@ -51,7 +76,25 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver):
     step_args: Callable = eqx.field(static=True)
     overshoot: Callable | None = eqx.field(static=True, default=None)
 
-    term_structure: ClassVar = diffrax.AbstractTerm
+    @staticmethod
+    def live_set(psi):
+        """The live set of relu pre-activations `psi`: where they are > 0.
+
+        >>> HoldArgs.live_set(jnp.array([0.5, 0.0, -1.0])).tolist()
+        [True, False, False]
+        """
+        return psi > 0
+
+    @staticmethod
+    def past_kink(held_live, psi):
+        """The part of `psi` past the kink on held-live components (0 elsewhere): the
+        overshoot of the components that crossed zero during a step, for `overshoot`.
+
+        >>> held = jnp.array([True, True, False])
+        >>> HoldArgs.past_kink(held, jnp.array([0.5, -0.1, -1.0])).tolist()
+        [0.0, -0.1, 0.0]
+        """
+        return jnp.where(held_live & (psi <= 0), psi, jnp.zeros_like(psi))
 
     def __check_init__(self):
         if not isinstance(self.solver, diffrax.AbstractAdaptiveSolver):
@@ -68,6 +111,10 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver):
                 "`overshoot` must be None or callable (y0, y1, args) -> y-shaped pytree, got "
                 f"{type(self.overshoot).__name__}"
             )
+
+    @property
+    def term_structure(self):
+        return self.solver.term_structure
 
     @property
     def interpolation_cls(self):
@@ -94,10 +141,10 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver):
             terms, t0, t1, y0, held, inner_state, made_jump
         )
         if self.overshoot is not None:
-            error = self._kink_error(terms, t0, t1, y0, y1, held, error)
+            error = self._kink_error(terms, t0, t1, y0, y1, held, error, dense)
         return y1, error, dense, (inner_state, held), result
 
-    def _kink_error(self, terms, t0, t1, y0, y1, held, error):
+    def _kink_error(self, terms, t0, t1, y0, y1, held, error, dense):
         """The error of integrating across a switch inside the step, added to the estimate.
 
         A component c that crossed its switch during the step reaches the others through a
@@ -107,19 +154,30 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver):
         kinked function and its smooth continuation is |e_c| delta_c / 2, so the error the
         crossing makes in the others is about |J a| with a_c = e_c delta_c / 2 (one
         Jacobian-vector product at y0). The crossed components' own error is dropped: their
-        values past the switch are never used.
+        values past the switch are never used. A component past its switch at an interior
+        point of the dense output but not at t1 has dipped and come back, which the held
+        field cannot see: the step's error is then infinite, and the step is retried shorter.
         """
         e = self.overshoot(y0, y1, held)
         h = jnp.abs(t1 - t0)
 
         def area(ec, a, b):
-            moved = jnp.abs(b - a)
-            return jnp.where(
-                ec != 0, 0.5 * ec * h * jnp.abs(ec) / jnp.where(ec != 0, moved, 1.0), 0.0
-            )
+            moved = jnp.where(ec != 0, jnp.abs(b - a), 1.0)
+            return jnp.where(ec != 0, 0.5 * ec * h * jnp.abs(ec) / moved, 0.0).astype(ec.dtype)
 
         areas = jax.tree_util.tree_map(area, e, y0, y1)
         _, Ja = jax.jvp(lambda y: terms.vf(t0, y, held), (y0,), (areas,))
+        local = self.solver.interpolation_cls(t0=t0, t1=t1, **dense)
+        dipped = jnp.asarray(False)
+        for theta in _DIP_POINTS:
+            inside = self.overshoot(y0, local.evaluate(t0 + theta * (t1 - t0)), held)
+            back = jax.tree_util.tree_map(lambda a, b: (a != 0) & (b == 0), inside, e)
+            dipped = dipped | _nonzero(back)
         return jax.tree_util.tree_map(
-            lambda err, ja, ec: jnp.where(ec != 0, 0.0, jnp.abs(err) + jnp.abs(ja)), error, Ja, e
+            lambda err, ja, ec: jnp.where(
+                dipped, jnp.inf, jnp.where(ec != 0, 0.0, jnp.abs(err) + jnp.abs(ja))
+            ),
+            error,
+            Ja,
+            e,
         )

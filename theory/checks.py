@@ -250,6 +250,18 @@ def check_positive_int(name: str, value, minimum: int = 1) -> int:
     raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
 
 
+def check_flag(name: str, value) -> bool:
+    """A switch: exactly True or False (not 0, 1 or a string); returns it.
+
+    >>> check_flag("hold_live", 1)
+    Traceback (most recent call last):
+    ValueError: `hold_live` must be True or False, got 1
+    """
+    if not isinstance(value, bool):
+        raise ValueError(f"`{name}` must be True or False, got {value!r}")
+    return value
+
+
 def inexact(x, dtype=None):
     """`x` as an array of a floating dtype: `dtype` when given, else its own when floating,
     else the default float (integers are converted explicitly, never kept as integers).
