@@ -281,29 +281,29 @@ class _AbstractRodas(diffrax.AbstractAdaptiveSolver):
     def _step(self, terms, t0, t1, y0, args):
         tab = self._tableau
         h = t1 - t0
-        # a backward solve reaches the step as a term whose control is -(t1 - t0): the field
-        # of the step is then direction * vf, and its Jacobian direction * J
-        direction = terms.contr(t0, t1) / jnp.where(h == 0, 1.0, h)
+        # A backward solve reaches the step as a term whose control is -(t1 - t0) and whose
+        # field is the original one at the flipped time. The step is then the method's step
+        # of signed size hs = direction * h on the original field: the stages sit at the same
+        # (internal) times, and only the scalars 1 / (hs gamma) and C_ij / hs change sign
+        # (the d_i h df/dt terms do not: df/dt flips sign with the clock).
+        direction = jnp.sign(terms.contr(t0, t1))
+        hs = jnp.where(direction == 0, h, direction * h)
 
         def f(t, y):
-            return jtu.tree_map(lambda v: direction.astype(v.dtype) * v, terms.vf(t, y, args))
-
-        def coef(c, like):
-            return jnp.asarray(float(c), jnp.result_type(like))  # the state's dtype, not float64
+            return terms.vf(t, y, args)
 
         f0, dfdt = jax.jvp(lambda t: f(t, y0), (t0,), (jnp.ones_like(t0),))
-        # (c I - d J) x = b  <=>  (d c I - J) x = d b, with d = +-1
-        solve_shifted = self.shifted_solve(terms.vf, t0, y0, args, direction / (h * tab.gamma))
-
-        def solve(b):
-            return solve_shifted(jtu.tree_map(lambda x: direction.astype(x.dtype) * x, b))
+        solve = self.shifted_solve(terms.vf, t0, y0, args, 1.0 / (hs * tab.gamma))
 
         def combine(coeffs, ks, base=None, scale=1.0):
-            """base + scale * sum_j coeffs[j] k_j over the nonzero numpy coefficients."""
+            """base + scale * sum_j coeffs[j] k_j over the nonzero coefficients, in the state's
+            own dtype (a Python float and a cast scale never promote float32 to float64)."""
             out = base
             for c, k in zip(coeffs, ks, strict=False):
                 if c != 0.0:
-                    term = jtu.tree_map(lambda x, c=c: (coef(c, x) * scale).astype(x.dtype) * x, k)
+                    term = jtu.tree_map(
+                        lambda x, c=float(c): jnp.asarray(c * scale, x.dtype) * x, k
+                    )
                     out = term if out is None else jtu.tree_map(jnp.add, out, term)
             return out
 
@@ -317,10 +317,12 @@ class _AbstractRodas(diffrax.AbstractAdaptiveSolver):
                     u, node = combine(tab.a[i], ks, y0), float(tab.nodes[i])
                 else:
                     u, node = jtu.tree_map(jnp.add, u, ks[-1]), 1.0
-                rhs = combine(tab.C[i], ks, f(t0 + node * h, u), scale=1.0 / h)
+                rhs = combine(tab.C[i], ks, f(t0 + node * h, u), scale=1.0 / hs)
             if tab.d[i] != 0.0:
                 rhs = jtu.tree_map(
-                    lambda r, g, di=float(tab.d[i]): r + ((di * h) * g).astype(r.dtype), rhs, dfdt
+                    lambda r, g, di=float(tab.d[i]): r + jnp.asarray(di * h, r.dtype) * g,
+                    rhs,
+                    dfdt,
                 )
             ks.append(solve(rhs))
         y1 = jtu.tree_map(jnp.add, u, ks[-1])
