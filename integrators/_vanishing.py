@@ -144,8 +144,13 @@ class VanishingSolution(Solution):
 _MAX_LOG_SIZE = 600.0
 
 
+def _size2(ell, tau):
+    """a_j^2 = exp(2 tau ell_j), capped at e^600 for trial stages far past a jump."""
+    return jnp.exp(jnp.minimum(2.0 * tau * ell, _MAX_LOG_SIZE))
+
+
 def _prediction(ell, psi, signs, tau):
-    size2 = jnp.exp(jnp.minimum(2.0 * tau * ell, _MAX_LOG_SIZE))
+    size2 = _size2(ell, tau)
     return (signs * size2) @ jax.nn.relu(psi)
 
 
@@ -188,9 +193,8 @@ def _shifted_solve(vector_field, t, state, args, shift):
     ell, psi = state
     signs, y, tau = args[:3]
     n = y.shape[0]
-    exponent = 2.0 * tau * ell
-    size2 = jnp.exp(jnp.minimum(exponent, _MAX_LOG_SIZE))
-    dsize2 = jnp.where(exponent < _MAX_LOG_SIZE, 2.0 * tau * size2, 0.0)
+    size2 = _size2(ell, tau)
+    dsize2 = jnp.where(2.0 * tau * ell < _MAX_LOG_SIZE, 2.0 * tau * size2, 0.0)  # d/d ell
     live = psi > 0
     act = jnp.where(live, psi, 0.0)
     r = (signs * size2) @ act - y
