@@ -24,7 +24,6 @@ from ._gd import (
 from ._generic import (
     GradientFlowSolution as GradientFlowSolution,
     gradient_flow as gradient_flow,
-    neuron_units as neuron_units,
 )
 from ._margin_gd import (
     MarginGDSolution as MarginGDSolution,
@@ -51,6 +50,7 @@ from ._two_layer import (
     TwoLayerFlowSolution as TwoLayerFlowSolution,
     two_layer_flow as two_layer_flow,
 )
+from ._units import neuron_units as neuron_units
 from ._vanishing import (
     VanishingSolution as VanishingSolution,
     vanishing_flow as vanishing_flow,

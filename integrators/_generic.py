@@ -11,25 +11,36 @@ matrix-free solve on Jacobian-vector products when the dense Jacobian, (number o
 parameters)^2, is too large; tested on a tanh MLP. diffrax 0.7.2's `VeryChord` with GMRES
 raises a TypeError: it stop-gradients a linear state that holds the operator's closure).
 
-**Per-unit log scale (`units=`).** Plain tolerances are absolute and relative to the whole
-parameter vector, so at tiny initialization (alpha far below atol) the small neurons are
-integrated with no relative accuracy. With `units` (an integer label per parameter entry,
-e.g. `neuron_units(model)`: (a_j, w_j) of a `TwoLayerReLU`, a neuron's incoming weights and
-bias in an `eqx.nn.MLP`), every
-unit u is integrated as theta_u = exp(kappa_u) psi_u with the gauge
+**Small initialization.** Tolerances are absolute and relative to the whole parameter
+vector, so parameters far below `atol` are integrated with no relative accuracy: a diagonal
+linear network at alpha = 1e-10 learns its jumps late and ends with its log-loss off by 0.25,
+and nothing in the plain solve can see it. So, without `units=`, a parameter leaf whose
+largest entry is nonzero and below atol / sqrt(rtol) makes the solution not ok
+(`RESULTS.below_tolerance`, naming `units=`; measured there the log-loss error is 1e-5 at
+the defaults). With `units` (integer labels per parameter entry, e.g.
+`neuron_units(model)`), each unit is integrated on its own log scale (`integrators._units`),
+with a tolerance relative to its own size whatever alpha is.
 
-    d kappa_u/dt = -tau <psi_u, e^(-kappa_u) g_u> / ||psi_u||^2,
-    d psi_u/dt = -tau e^(-kappa_u) g_u - psi_u d kappa_u/dt,
+**Kinks.** A piecewise-linear activation (relu, leaky relu, abs, max/min, a `jnp.where` on a
+comparison) makes the field jump where a pre-activation crosses zero, and an adaptive solver
+that meets the jump inside a step shrinks it to ~tol / |jump|. With `hold_kinks=True` (the
+default) the loss is traced once and every kink site is evaluated on the pattern held at the
+step's start (`theory.HoldArgs` around the solver, `integrators._kinks`), so the field is
+smooth inside each step; the error of integrating a crossing as if it were smooth (the
+kinked function's area past the switch, sum_k (other_k - held_k) delta_k / 2 with delta_k the
+time spent past it) is added to the error estimate by one Jacobian-vector product, and a step
+whose dense output dips past a kink at its midpoint and comes back is rejected. Exact up to
+the tolerance on any model; on the deep ReLU teacher-student of `benchmarks.any_model` it
+cuts the steps by the factor measured there. A pre-activation that *slides* along its kink
+(pushed into it from both sides, a Filippov sliding mode) flips its held side at nearly every
+step; after `max_flips` such flips the solve ends with `RESULTS.kink_limited`, and
+`stats['kink_time']`, `stats['kink_site']` say when and at which site (the index of the kink
+primitive in the traced loss). This flow does not slide; for the two-layer ReLU net
+`two_layer_flow` slides with Filippov weights, on any inputs.
 
-(g = grad_theta loss), which keeps ||psi_u|| = 1: each unit's tolerance is relative to its
-own size, whatever alpha is (down to alpha ~ 1e-150, where theta_u itself underflows
-float64). Entries labelled -1 are integrated plainly. This is the generalization of the
-per-neuron log scale of `orthogonal_flow`.
-
-**Kinks.** A ReLU net's flow is a differential inclusion that can slide along a kink, where
-an adaptive explicit solver collapses its step; this generic flow has no kink method (a
-sliding solve ends with `max_steps_reached`). For the two-layer ReLU net
-`two_layer_flow` locates kinks by events and slides on them (Filippov), on any inputs.
+**Compilation.** The solve is compiled once per shapes and options (`loss`, `observables`,
+solver and controller are part of the key, so pass the same function objects): a second
+call with new values compiles nothing.
 """
 
 import diffrax
@@ -37,11 +48,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optimistix as optx
 from jaxtyping import Array, Float
 
-from dynamics import TwoLayerReLU
-from theory import RESULTS, Solution, diffrax_stats
+from theory import RESULTS, HoldArgs, Solution, diffrax_stats
 from theory.checks import (
+    check_flag,
     check_positive,
     check_solver_options,
     check_time_grid,
@@ -50,6 +62,10 @@ from theory.checks import (
 )
 
 from ._flow import default_controller
+from ._kinks import KinkedFunction, held_kink_error
+from ._units import LogScale, unit_labels, zero_units
+
+MAX_FLIPS = 32  # flips of one held kink (net of 1/2 per quiet step) that end a solve as sliding
 
 
 class GradientFlowSolution(Solution):
@@ -84,114 +100,6 @@ class GradientFlowSolution(Solution):
     log_scale: Float[Array, "T U"] | None
 
 
-def neuron_units(model) -> eqx.Module:
-    """Unit labels for `gradient_flow(..., units=)`: one unit per neuron.
-
-    - `dynamics.TwoLayerReLU`: neuron j is (a_j, w_j).
-    - `eqx.nn.MLP`: every neuron of every layer is its row of the layer's weight and its
-      bias (its incoming parameters), numbered layer by layer.
-
-    Returns a pytree shaped like the model's inexact arrays, holding integer labels.
-
-    >>> from dynamics import TwoLayerReLU
-    >>> units = neuron_units(TwoLayerReLU(jnp.ones(2), jnp.ones((2, 3))))
-    >>> units.a.tolist(), units.W.tolist()
-    ([0, 1], [[0, 0, 0], [1, 1, 1]])
-    """
-    if isinstance(model, TwoLayerReLU):
-        m, d = model.W.shape
-        j = jnp.arange(m)
-        return eqx.tree_at(lambda t: (t.a, t.W), model, (j, jnp.broadcast_to(j[:, None], (m, d))))
-    if isinstance(model, eqx.nn.MLP):
-        start, layers = 0, []
-        for layer in model.layers:
-            out = layer.weight.shape[0]
-            j = jnp.arange(start, start + out)
-            weight = jnp.broadcast_to(j[:, None], layer.weight.shape)
-            bias = None if layer.bias is None else j.reshape(layer.bias.shape)
-            layers.append(
-                eqx.tree_at(
-                    lambda lay: (lay.weight, lay.bias),
-                    layer,
-                    (weight, bias),
-                    is_leaf=lambda x: x is None,
-                )
-            )
-            start += out
-        params = eqx.filter(model, eqx.is_inexact_array)
-        return eqx.tree_at(lambda mlp: mlp.layers, params, tuple(layers))
-    raise ValueError(
-        f"`model` must be a TwoLayerReLU or an eqx.nn.MLP for neuron_units, got "
-        f"{type(model).__name__}: pass `units` as integer labels shaped like its arrays"
-    )
-
-
-def _unit_labels(units, params):
-    """Flatten `units` against `params`: one integer array per parameter leaf."""
-    leaves, treedef = jax.tree_util.tree_flatten(params)
-    try:
-        labels = treedef.flatten_up_to(units)
-    except (ValueError, TypeError) as error:
-        raise ValueError(
-            "`units` must have the structure of the model's inexact arrays "
-            f"(one integer array per weight), got a mismatch: {error}"
-        ) from None
-    out = []
-    for leaf, label in zip(leaves, labels, strict=True):
-        if isinstance(label, jax.core.Tracer):
-            raise ValueError(
-                "`units` must be concrete labels (they fix the number of units), got a traced "
-                "value: close over them instead of passing them through jit or vmap"
-            )
-        label = np.asarray(label)
-        if label.shape != leaf.shape or not jnp.issubdtype(label.dtype, jnp.integer):
-            raise ValueError(
-                f"`units` entries must be integer arrays shaped like the weights, got "
-                f"{label.dtype}{tuple(label.shape)} for a weight of shape {tuple(leaf.shape)}"
-            )
-        out.append(label)
-    count = max(int(np.max(label, initial=-1)) for label in out) + 1
-    low = min(int(np.min(label, initial=0)) for label in out)
-    if low < -1 or count == 0:
-        raise ValueError(
-            "`units` labels must be -1 (no unit) or 0, 1, ... with at least one unit, got "
-            f"labels from {low} to {count - 1}"
-        )
-    return out, count
-
-
-def _unit_sum(labels, leaves, count):
-    """sum over each unit's entries of `leaves` (entries labelled -1 dropped)."""
-    total = 0.0
-    for lab, x in zip(labels, leaves, strict=True):
-        total = total + jax.ops.segment_sum(
-            jnp.where(lab >= 0, x, 0.0).ravel(), jnp.maximum(lab, 0).ravel(), count
-        )
-    return total
-
-
-def _to_log_scale(params, labels, count, dtype):
-    """(kappa, psi): kappa_u = log ||theta_u|| without underflow, psi = theta / e^kappa."""
-    leaves = jax.tree_util.tree_leaves(params)
-    top = 0.0
-    for lab, x in zip(labels, leaves, strict=True):
-        top = jnp.maximum(
-            top,
-            jax.ops.segment_max(
-                jnp.where(lab >= 0, jnp.abs(x), 0.0).ravel(), jnp.maximum(lab, 0).ravel(), count
-            ),
-        )
-    top = jnp.where(top > 0, top, 1.0)
-    scaled = [(x / top[jnp.maximum(lab, 0)]) ** 2 for lab, x in zip(labels, leaves, strict=True)]
-    norm2 = _unit_sum(labels, scaled, count)
-    kappa = jnp.asarray(jnp.log(top) + 0.5 * jnp.log(jnp.where(norm2 > 0, norm2, 1.0)), dtype)
-    psi = [
-        jnp.where(lab >= 0, x * jnp.exp(-kappa[jnp.maximum(lab, 0)]), x)
-        for lab, x in zip(labels, leaves, strict=True)
-    ]
-    return kappa, jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(params), psi)
-
-
 def _tree_norm(tree):
     leaves = jax.tree_util.tree_leaves(tree)
     return jnp.sqrt(sum(jnp.sum(x * x) for x in leaves))
@@ -208,6 +116,7 @@ def gradient_flow(
     save_model: bool = False,
     steady_state=None,
     units=None,
+    hold_kinks: bool = True,
     rtol: float = 1e-8,
     atol: float = 1e-8,
     max_steps: int = 100_000,
@@ -227,10 +136,14 @@ def gradient_flow(
     - `time_scale`: tau > 0 (e.g. log(1/alpha)).
     - `observables`: optional `fn(t, model, args) -> pytree`, saved at `ts`.
     - `save_model`: save the model at every save time (`trajectory`).
-    - `steady_state`: stop once ||grad|| < this (a diffrax event); `None`: run to `ts[-1]`.
+    - `steady_state`: stop where ||grad|| falls to this (located by root finding on the
+      step's dense output, to the solver's tolerance); `None`: run to `ts[-1]`.
     - `units`: integer unit labels shaped like the model's arrays (`neuron_units(model)`;
       -1 for none): integrate each unit on its own log scale (module docstring); the
-      solution's `log_scale` (T, U) holds kappa_u.
+      solution's `log_scale` (T, U) holds kappa_u. Without it, parameters far below `atol`
+      make the solution not ok (`RESULTS.below_tolerance`).
+    - `hold_kinks`: hold each step's pattern of the loss's kinks (module docstring); a loss
+      without kinks is integrated plainly either way.
     - `rtol`, `atol`, `max_steps`: PI step control (pcoeff 0.4, icoeff 0.3, as the other
       flows) and the step budget; `solver` (default `diffrax.Tsit5()`) and
       `stepsize_controller` replace them. `throw=True` raises where the solve fails.
@@ -258,111 +171,170 @@ def gradient_flow(
     ts = check_time_grid("ts", ts, dtype)
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
+    check_flag("hold_kinks", hold_kinks)
     shape = eqx.filter_eval_shape(loss, model, args)
     if not (hasattr(shape, "shape") and shape.shape == ()):
         raise ValueError(f"`loss(model, args)` must return a scalar, got {shape}")
-
-    def value_and_grad(p, args):
-        return jax.value_and_grad(lambda q: loss(eqx.combine(q, static), args))(p)
-
-    treedef = jax.tree_util.tree_structure(params)
-    if units is None:
-        y0 = params
-
-        def to_params(y):
-            return y
-
-        def field(t, y, args):
-            return jax.tree_util.tree_map(lambda g: -tau * g, value_and_grad(y, args)[1])
-
-    else:
-        labels, count = _unit_labels(units, params)
-        y0 = _to_log_scale(params, labels, count, dtype)
-        # a unit that is zero at the start has no scale to follow (its kappa would run off
-        # like log t): label it -1 instead
-        sizes = _unit_sum(labels, [x * x for x in jax.tree_util.tree_leaves(params)], count)
-        used = np.zeros(count, bool)
-        for lab in labels:
-            used[lab[lab >= 0]] = True
-        y0 = (
-            check_value(
-                y0[0],
-                (sizes > 0) | ~jnp.asarray(used),
-                "every unit of `units` must be nonzero at the start (label a zero unit -1), "
-                "got a unit with all its weights 0",
-            ),
-            y0[1],
+    scale = None
+    if units is not None:
+        labels, count = unit_labels(units, params)
+        scale = LogScale([jnp.asarray(lab) for lab in labels], count)
+        zero = zero_units(params, labels, count)
+        tau = check_value(
+            tau,
+            ~jnp.any(zero),
+            "every unit of `units` must be nonzero at the start (label a zero unit -1), "
+            "got a unit with all its weights 0",
         )
+    tol = None
+    if steady_state is not None:
+        tol = jnp.asarray(check_positive("steady_state", steady_state, scalar=True), dtype)
+    if stepsize_controller is None:
+        stepsize_controller = default_controller(rtol, atol)
+    floor = jnp.asarray(
+        getattr(stepsize_controller, "atol", atol)
+        / np.sqrt(getattr(stepsize_controller, "rtol", rtol)),
+        dtype,
+    )
+    solver = diffrax.Tsit5() if solver is None else solver
+    out = _solve(
+        params,
+        static,
+        loss,
+        ts,
+        args,
+        tau,
+        tol,
+        scale,
+        floor,
+        observables,
+        save_model,
+        hold_kinks,
+        solver,
+        stepsize_controller,
+        max_steps,
+    )
+    return out.raise_if_failed(throw)
 
-        def to_params(y):
-            kappa, psi = y
-            leaves = [
-                jnp.where(lab >= 0, jnp.exp(kappa[jnp.maximum(lab, 0)]), 1.0) * x
-                for lab, x in zip(labels, jax.tree_util.tree_leaves(psi), strict=True)
-            ]
-            return jax.tree_util.tree_unflatten(treedef, leaves)
 
-        def field(t, y, args):
-            kappa, psi = y
-            grads = jax.tree_util.tree_leaves(value_and_grad(to_params(y), args)[1])
-            psis = jax.tree_util.tree_leaves(psi)
-            scaled = [
-                jnp.where(lab >= 0, jnp.exp(-kappa[jnp.maximum(lab, 0)]), 1.0) * g
-                for lab, g in zip(labels, grads, strict=True)
-            ]
-            dot = _unit_sum(labels, [x * g for x, g in zip(psis, scaled, strict=True)], count)
-            norm2 = _unit_sum(labels, [x * x for x in psis], count)
-            dkappa = -tau * dot / jnp.where(norm2 > 0, norm2, 1.0)
-            dpsi = [
-                -tau * g - jnp.where(lab >= 0, dkappa[jnp.maximum(lab, 0)], 0.0) * x
-                for lab, x, g in zip(labels, psis, scaled, strict=True)
-            ]
-            return dkappa, jax.tree_util.tree_unflatten(treedef, dpsi)
+def _below_tolerance(params, scale, floor):
+    """A leaf (without `units`: the whole leaf; with them: its entries labelled -1) whose
+    largest entry is nonzero and below `floor`."""
+    leaves = jax.tree_util.tree_leaves(params)
+    labels = [None] * len(leaves) if scale is None else scale.labels
+    small = jnp.asarray(False)
+    for lab, x in zip(labels, leaves, strict=True):
+        size = jnp.max(jnp.abs(x if lab is None else jnp.where(lab < 0, x, 0.0)), initial=0.0)
+        small = small | ((size > 0) & (size < floor))
+    return small
 
-    def save(t, y, args):
+
+@eqx.filter_jit
+def _solve(
+    params,
+    static,
+    loss,
+    ts,
+    args,
+    tau,
+    tol,
+    scale,
+    floor,
+    observables,
+    save_model,
+    hold_kinks,
+    solver,
+    stepsize_controller,
+    max_steps,
+):
+    """The solve, compiled once per shapes and options (the inputs are checked)."""
+    dtype = ts.dtype
+    dynamic, args_static = eqx.partition(args, eqx.is_array)
+
+    def plain_loss(p, dyn):
+        return loss(eqx.combine(p, static), eqx.combine(dyn, args_static))
+
+    kinked = KinkedFunction(plain_loss, params, dynamic) if hold_kinks else None
+    if kinked is not None and kinked.num_sites == 0:
+        kinked = None
+
+    def to_params(y):
+        return y if scale is None else scale.to_params(y)
+
+    def grad(p, a, pattern, weights):
+        dyn = eqx.filter(a, eqx.is_array)
+        if pattern is None:
+            return jax.grad(plain_loss)(p, dyn)
+        return jax.grad(lambda q: kinked.held(pattern, weights, q, dyn))(p)
+
+    def field(t, y, a, weights=None):
+        g = grad(to_params(y), a[0], a[1], weights)
+        if scale is None:
+            return jax.tree_util.tree_map(lambda x: -tau * x, g)
+        return scale.field(y, g, tau)
+
+    y0 = params if scale is None else scale.initial(params, dtype)
+    if kinked is not None:
+
+        def step_args(t, y, a):
+            return (a[0],) + tuple(kinked.record(to_params(y), eqx.filter(a[0], eqx.is_array)))
+
+        def kink_error(t0, t1, y0, y1, held, interpolation):
+            return held_kink_error(kinked, field, to_params, t0, t1, y1, held, interpolation)
+
+        solver = HoldArgs(solver, step_args, kink_error=kink_error, max_flips=MAX_FLIPS)
+
+    def save(t, y, a):
         p = to_params(y)
-        value, grad = value_and_grad(p, args)
-        out = (value, _tree_norm(grad), y[0] if units is not None else None)
+        value, g = jax.value_and_grad(plain_loss)(p, eqx.filter(a[0], eqx.is_array))
+        out = (value, _tree_norm(g), None if scale is None else y[0])
         if observables is not None:
-            out = out + (observables(t, eqx.combine(p, static), args),)
+            out = out + (observables(t, eqx.combine(p, static), a[0]),)
         return out + ((p,) if save_model else ())
 
     event = None
-    if steady_state is not None:
-        tol = check_positive("steady_state", steady_state, scalar=True)
+    if tol is not None:
 
         def steady(t, y, args, **kwargs):
-            return _tree_norm(value_and_grad(to_params(y), args)[1]) < tol
+            p = to_params(y)
+            return _tree_norm(jax.grad(plain_loss)(p, eqx.filter(args[0], eqx.is_array))) - tol
 
-        event = diffrax.Event(steady)
+        rtol, atol = (getattr(stepsize_controller, k, 1e-8) for k in ("rtol", "atol"))
+        event = diffrax.Event(steady, root_finder=optx.Newton(rtol=rtol, atol=atol))
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(field),
-        diffrax.Tsit5() if solver is None else solver,
+        solver,
         t0=ts[0],
         t1=ts[-1],
         dt0=None,
         y0=y0,
-        args=args,
-        saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save), diffrax.SubSaveAt(t1=True)]),
-        stepsize_controller=(
-            default_controller(rtol, atol) if stepsize_controller is None else stepsize_controller
+        args=(args, None, None),
+        saveat=diffrax.SaveAt(
+            subs=[diffrax.SubSaveAt(ts=ts, fn=save), diffrax.SubSaveAt(t1=True)],
+            solver_state=kinked is not None,
         ),
+        stepsize_controller=stepsize_controller,
         event=event,
         max_steps=max_steps,
         throw=False,
     )
     saved, y_final = sol.ys
     y_final = jax.tree_util.tree_map(lambda x: x[-1], y_final)
-    final = to_params(y_final)
     t_stop = sol.ts[1][-1]
-    stopped = jnp.asarray(False)
     result = RESULTS.promote(sol.result)
+    stats = diffrax_stats(sol)
+    stopped = jnp.asarray(False)
     if event is not None:
-        stopped = sol.event_mask if isinstance(sol.event_mask, jax.Array) else jnp.asarray(True)
-        stopped = jnp.any(jnp.asarray(stopped)) & (t_stop < ts[-1])
+        mask = sol.event_mask if isinstance(sol.event_mask, jax.Array) else jnp.asarray(True)
+        stopped = jnp.any(jnp.asarray(mask)) & (t_stop < ts[-1])
+        # a float event fires on a sign change: a start below the threshold is its own stop
+        start = steady(ts[0], y0, (args, None, None)) < 0
+        t_stop = jnp.where(start, ts[0], t_stop)
+        y_final = jax.tree_util.tree_map(lambda a, b: jnp.where(start, a, b), y0, y_final)
+        stopped = stopped | start
         result = RESULTS.where(stopped, RESULTS.successful, result)
         # after a steady state every later save time holds the steady state's values
-        at_stop = save(t_stop, y_final, args)
+        at_stop = save(t_stop, y_final, (args, None, None))
         later = ts >= t_stop
 
         def fill(x, v):
@@ -370,16 +342,23 @@ def gradient_flow(
             return jnp.where(stopped & mask, v[None], x)
 
         saved = jax.tree_util.tree_map(fill, saved, at_stop)
+    if kinked is not None:
+        chatter = HoldArgs.chatter(sol.solver_state)
+        result = RESULTS.where(chatter.stopped, RESULTS.kink_limited, result)
+        stats["kink_time"] = jnp.where(chatter.stopped, chatter.t, jnp.inf)
+        stats["kink_site"] = jnp.where(chatter.stopped, chatter.leaf, -1)
+    small = _below_tolerance(params, scale, floor)
+    result = RESULTS.where(small & (result == RESULTS.successful), RESULTS.below_tolerance, result)
     return GradientFlowSolution(
         ts=ts,
         loss=saved[0],
         grad_norm=saved[1],
         observables=saved[3] if observables is not None else None,
         log_scale=saved[2],
-        model=eqx.combine(final, static),
+        model=eqx.combine(to_params(y_final), static),
         trajectory=(eqx.combine(saved[-1], static) if save_model else None),
         steady_time=jnp.where(stopped, t_stop, jnp.inf),
         time_scale=tau,
         result=result,
-        stats=diffrax_stats(sol),
-    ).raise_if_failed(throw)
+        stats=stats,
+    )

@@ -45,6 +45,31 @@ def _nonzero(tree):
     return out
 
 
+def _flip_counts(counts, held, previous):
+    """+1 where a boolean leaf of the held args flipped since the last accepted step, -1/2
+    (floored at 0) where it did not."""
+    out = []
+    for c, a, b in zip(counts, _bool_leaves(held), _bool_leaves(previous), strict=True):
+        out.append(jnp.where(a != b, c + 1.0, jnp.maximum(c - 0.5, 0.0)))
+    return out
+
+
+def _bool_leaves(tree):
+    return [x for x in jax.tree_util.tree_leaves(tree) if jnp.result_type(x) == jnp.bool_]
+
+
+class Chatter(eqx.Module):
+    """Where `HoldArgs(max_flips=...)` stopped: `stopped` (bool), the time `t` at which a held
+    boolean had flipped `max_flips` times, `leaf` (the index of that boolean among the held
+    args' boolean leaves, -1 if none) and `index` (its flat index in that leaf)."""
+
+    counts: list
+    stopped: jax.Array
+    t: jax.Array
+    leaf: jax.Array
+    index: jax.Array
+
+
 class HoldArgs(diffrax.AbstractAdaptiveSolver):
     """Wraps an adaptive diffrax `solver` so that every stage of a step sees the `args` that
     `step_args(t0, y0, args)` returns at the step's start (see the module docstring).
@@ -57,6 +82,10 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver):
       components past their switch at y that were held live (`past_kink`). With it, a
       crossing's kink is charged to the error estimate, and a dip past the switch at the
       step's midpoint (dense output) that is gone at its end rejects the step.
+    - `kink_error`: `None`, or (t0, t1, y0, y1, held_args, interpolation) -> (a y-shaped
+      error added to the estimate, a boolean: reject the step), for a field whose switches
+      are not components of y (exclusive with `overshoot`).
+    - `max_flips`: `None`, or the chatter count at which the solve ends (module docstring).
 
     A first-same-as-last solver (Dopri5) re-evaluates its first stage after a step whose held
     args changed.
@@ -75,6 +104,8 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver):
     solver: diffrax.AbstractAdaptiveSolver
     step_args: Callable = eqx.field(static=True)
     overshoot: Callable | None = eqx.field(static=True, default=None)
+    kink_error: Callable | None = eqx.field(static=True, default=None)
+    max_flips: float | None = eqx.field(static=True, default=None)
 
     @staticmethod
     def live_set(psi):
@@ -111,6 +142,21 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver):
                 "`overshoot` must be None or callable (y0, y1, args) -> y-shaped pytree, got "
                 f"{type(self.overshoot).__name__}"
             )
+        if self.kink_error is not None and (
+            not callable(self.kink_error) or self.overshoot is not None
+        ):
+            raise ValueError(
+                "`kink_error` must be None or callable, and not given with `overshoot`, got "
+                f"{type(self.kink_error).__name__}"
+            )
+        if self.max_flips is not None and not self.max_flips >= 1:
+            raise ValueError(f"`max_flips` must be None or >= 1, got {self.max_flips!r}")
+
+    @staticmethod
+    def chatter(solver_state) -> Chatter | None:
+        """Where a solve with `max_flips` stopped, from its final solver state
+        (`diffrax.SaveAt(solver_state=True)`); `None` without `max_flips`."""
+        return solver_state[2]
 
     @property
     def term_structure(self):
@@ -128,13 +174,18 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver):
 
     def init(self, terms, t0, t1, y0, args):
         held = self.step_args(t0, y0, args)
-        return self.solver.init(terms, t0, t1, y0, held), held
+        chatter = None
+        if self.max_flips is not None:
+            counts = [jnp.zeros(x.shape, jnp.result_type(t0)) for x in _bool_leaves(held)]
+            none = jnp.asarray(-1)
+            chatter = Chatter(counts, jnp.asarray(False), jnp.asarray(t0), none, none)
+        return self.solver.init(terms, t0, t1, y0, held), held, chatter
 
     def func(self, terms, t0, y0, args):
         return self.solver.func(terms, t0, y0, self.step_args(t0, y0, args))
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        inner_state, previous = solver_state
+        inner_state, previous, chatter = solver_state
         held = self.step_args(t0, y0, args)
         made_jump = jnp.logical_or(made_jump, _changed(held, previous))
         y1, error, dense, inner_state, result = self.solver.step(
@@ -142,7 +193,39 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver):
         )
         if self.overshoot is not None:
             error = self._kink_error(terms, t0, t1, y0, y1, held, error, dense)
-        return y1, error, dense, (inner_state, held), result
+        if self.kink_error is not None:
+            local = self.solver.interpolation_cls(t0=t0, t1=t1, **dense)
+            extra, reject = self.kink_error(t0, t1, y0, y1, held, local)
+            error = jax.tree_util.tree_map(
+                lambda err, x: jnp.where(reject, jnp.inf, jnp.abs(err) + jnp.abs(x)), error, extra
+            )
+        if chatter is not None:
+            chatter, stop = self._chatter(chatter, held, previous, t0)
+            # the step that finds the chatter ends the solve where it started
+            y1 = jax.tree_util.tree_map(lambda a, b: jnp.where(stop, a, b), y0, y1)
+            error = jax.tree_util.tree_map(lambda e: jnp.where(stop, 0.0, e), error)
+            result = diffrax.RESULTS.where(stop, diffrax.RESULTS.dt_min_reached, result)
+        return y1, error, dense, (inner_state, held, chatter), result
+
+    def _chatter(self, chatter, held, previous, t0):
+        counts = _flip_counts(chatter.counts, held, previous)
+        over = [jnp.any(c >= self.max_flips) for c in counts]
+        stop = jnp.any(jnp.stack(over)) if over else jnp.asarray(False)
+        leaf = jnp.argmax(jnp.stack(over)) if over else jnp.asarray(-1)
+        index = jnp.asarray(-1)
+        for i, c in enumerate(counts):
+            index = jnp.where(leaf == i, jnp.argmax(c.ravel() >= self.max_flips), index)
+        fresh = stop & ~chatter.stopped
+        return (
+            Chatter(
+                counts,
+                chatter.stopped | stop,
+                jnp.where(fresh, t0, chatter.t),
+                jnp.where(fresh, leaf, chatter.leaf),
+                jnp.where(fresh, index, chatter.index),
+            ),
+            stop,
+        )
 
     def _kink_error(self, terms, t0, t1, y0, y1, held, error, dense):
         """The error of integrating across a switch inside the step, added to the estimate.

@@ -29,8 +29,17 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "not reach it before its horizon)."
     )
     kink_limited = (
-        "The flow used up its `max_kink_events` (ReLU kink crossings, sliding entries and exits) "
-        "before the end of the time grid: raise `max_kink_events`."
+        "The flow could not go on through the ReLU kinks: `two_layer_flow` used up its "
+        "`max_kink_events` (crossings, sliding entries and exits; raise it), or in "
+        "`gradient_flow` a pre-activation slides along its kink (pushed into it from both "
+        "sides), which that flow does not integrate: `stats['kink_time']` and "
+        "`stats['kink_site']` say when and where; `two_layer_flow` slides on two-layer nets."
+    )
+    below_tolerance = (
+        "Some parameters are far below the absolute tolerance (a parameter leaf's largest "
+        "entry is nonzero and below atol / sqrt(rtol)), where a plain solve has no relative "
+        "accuracy: pass `units=` (e.g. `neuron_units(model)`) to integrate each unit on its "
+        "own log scale, or lower `atol`."
     )
 
 

@@ -262,16 +262,24 @@ def check_flag(name: str, value) -> bool:
     return value
 
 
-def inexact(x, dtype=None):
+def inexact(x, dtype=None, name="the input"):
     """`x` as an array of a floating dtype: `dtype` when given, else its own when floating,
     else the default float (integers are converted explicitly, never kept as integers).
 
     >>> inexact(jnp.array([0, 1])).dtype.kind, inexact(np.float32(1.0)).dtype.name
     ('f', 'float32')
+    >>> inexact(np.array([1j], np.complex64), np.float32)
+    Traceback (most recent call last):
+    ValueError: the input must be real, got a complex array of dtype complex64
     """
     x = jnp.asarray(x)
     if dtype is None:
         dtype = x.dtype if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.result_type(float)
+    if jnp.issubdtype(x.dtype, jnp.complexfloating) and not jnp.issubdtype(
+        dtype, jnp.complexfloating
+    ):
+        shown = name if name == "the input" else f"`{name}`"
+        raise ValueError(f"{shown} must be real, got a complex array of dtype {x.dtype}")
     return x.astype(dtype)
 
 
@@ -315,7 +323,7 @@ def check_time_grid(name: str, ts, dtype=None):
     Traceback (most recent call last):
     ValueError: `ts` must be finite, >= 0 and nondecreasing, got [0.0, 2.0, 1.0]
     """
-    ts = inexact(ts, dtype)
+    ts = inexact(ts, dtype, name)
     check_shape(name, ts, (None,))
     if ts.shape[0] == 0:
         raise ValueError(f"`{name}` must hold at least one time, got an empty grid")
