@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from jax.flatten_util import ravel_pytree
 
-from integrators import gradient_flow
+from integrators import RESULTS, gradient_flow
 
 
 def _mlp_problem():
@@ -149,3 +149,136 @@ def test_implicit_solver_with_a_matrix_free_linear_solve():
     )
     assert sol.ok and ref.ok
     np.testing.assert_allclose(sol.loss, ref.loss, rtol=1e-6, atol=1e-10)
+
+
+class _Diagonal(eqx.Module):
+    """A diagonal linear network, beta = u * u - v * v."""
+
+    u: jax.Array
+    v: jax.Array
+
+
+def _diagonal_loss(model, data):
+    X, y = data
+    r = X @ (model.u * model.u - model.v * model.v) - y
+    return 0.5 * jnp.mean(r * r)
+
+
+def _diagonal_reference(X, y, alpha, ts):
+    """The same flow in log coordinates u = alpha e^p, v = alpha e^q (scipy, Radau): its
+    log-loss at `ts`, with a relative accuracy independent of alpha."""
+    from scipy.integrate import solve_ivp
+
+    X, y = np.asarray(X), np.asarray(y)
+    n, d = X.shape
+    tau, la = np.log(1 / alpha), np.log(alpha)
+
+    def beta(z):
+        return np.exp(2 * (la + z[:d])) - np.exp(2 * (la + z[d:]))
+
+    def field(t, z):
+        g = X.T @ (X @ beta(z) - y) / n
+        return np.concatenate([-2 * tau * g, 2 * tau * g])
+
+    sol = solve_ivp(field, (0, ts[-1]), np.zeros(2 * d), "Radau", ts, rtol=1e-12, atol=1e-12)
+    return np.log([0.5 * np.mean((X @ beta(z) - y) ** 2) for z in sol.y.T])
+
+
+def test_small_initialization_is_refused_without_units_and_right_with_them():
+    X = jax.random.normal(jax.random.PRNGKey(0), (8, 12), jnp.float64)
+    y = X[:, :2] @ jnp.array([1.0, -2.0])
+    ts = np.linspace(0.0, 2.0, 21)
+    units = _Diagonal(jnp.arange(12), jnp.arange(12, 24))
+    for alpha in (1e-10, 1e-30):
+        model = _Diagonal(jnp.full(12, alpha), jnp.full(12, alpha))
+        tau = np.log(1 / alpha)
+        plain = gradient_flow(model, _diagonal_loss, ts, args=(X, y), time_scale=tau)
+        assert plain.result == RESULTS.below_tolerance
+        sol = gradient_flow(model, _diagonal_loss, ts, args=(X, y), time_scale=tau, units=units)
+        assert sol.ok
+        reference = _diagonal_reference(X, y, alpha, ts)
+        np.testing.assert_allclose(np.log(np.asarray(sol.loss)), reference, atol=1e-5)
+    # above the floor atol / sqrt(rtol) = 1e-4 the plain solve is accepted, and right
+    model = _Diagonal(jnp.full(12, 1e-2), jnp.full(12, 1e-2))
+    plain = gradient_flow(model, _diagonal_loss, ts, args=(X, y), time_scale=np.log(100.0))
+    assert plain.ok
+    reference = _diagonal_reference(X, y, 1e-2, ts)
+    np.testing.assert_allclose(np.log(np.asarray(plain.loss)), reference, atol=1e-5)
+
+
+def test_held_kinks_are_right_to_the_tolerance_where_the_plain_solve_is_not():
+    # a bias-free ReLU MLP, no sliding before t = 4: at tol 1e-9 the plain solve's error
+    # estimate misses the kinks (3e-7 off, measured), the held one charges them (1e-8)
+    mlp = eqx.nn.MLP(
+        3,
+        1,
+        6,
+        2,
+        activation=jax.nn.relu,
+        use_bias=False,
+        use_final_bias=False,
+        key=jax.random.PRNGKey(2),
+    )
+    mlp = jax.tree_util.tree_map(lambda x: x.astype(jnp.float64) if eqx.is_array(x) else x, mlp)
+    X = jax.random.normal(jax.random.PRNGKey(3), (12, 3), jnp.float64)
+    y = jnp.abs(X[:, 0]) - X[:, 1]
+
+    def loss(model, data):
+        X, y = data
+        return 0.5 * jnp.mean((jax.vmap(model)(X)[:, 0] - y) ** 2)
+
+    ts = jnp.linspace(0.0, 4.0, 9)
+    held = gradient_flow(mlp, loss, ts, args=(X, y), rtol=1e-9, atol=1e-9)
+    reference = gradient_flow(mlp, loss, ts, args=(X, y), rtol=1e-12, atol=1e-12, hold_kinks=False)
+    assert held.ok and reference.ok
+    np.testing.assert_allclose(held.loss, reference.loss, rtol=1e-7)
+
+
+def test_a_sliding_kink_ends_as_kink_limited_where_it_starts():
+    # d w/dt = -sign(w - 1/2): w reaches the kink at t = 1/2 and stays there (sliding)
+    model = eqx.nn.Linear(1, 1, use_bias=False, key=jax.random.PRNGKey(0))
+    model = eqx.tree_at(lambda m: m.weight, model, jnp.zeros((1, 1)))
+
+    def loss(m, args):
+        return jnp.abs(m.weight[0, 0] - 0.5)
+
+    sol = gradient_flow(model, loss, jnp.linspace(0.0, 2.0, 5))
+    assert sol.result == RESULTS.kink_limited
+    assert abs(float(sol.stats["kink_time"]) - 0.5) < 1e-3 and int(sol.stats["kink_site"]) == 0
+    assert abs(float(sol.model.weight[0, 0]) - 0.5) < 1e-3
+
+
+def test_steady_state_is_located_to_the_tolerance():
+    # w' = 2 - w from 0: ||grad|| = 2 e^(-t) crosses 1e-3 at t = log(2000)
+    model = eqx.nn.Linear(1, 1, use_bias=False, key=jax.random.PRNGKey(0))
+    model = eqx.tree_at(lambda m: m.weight, model, jnp.zeros((1, 1)))
+
+    def loss(m, args):
+        return 0.5 * jnp.sum((m(jnp.ones(1)) - 2.0) ** 2)
+
+    sol = gradient_flow(
+        model, loss, jnp.linspace(0, 20, 5), steady_state=1e-3, rtol=1e-4, atol=1e-4
+    )
+    assert sol.ok
+    assert abs(float(sol.steady_time) / np.log(2000.0) - 1) < 1e-3
+
+
+def test_a_second_call_with_new_values_compiles_nothing():
+    mlp, loss, data = _mlp_problem()
+    ts = jnp.linspace(0.0, 1.0, 3)
+    gradient_flow(mlp, loss, ts, args=data)
+    other = jax.tree_util.tree_map(lambda x: 2 * x if eqx.is_array(x) else x, mlp)
+    data2 = jax.tree_util.tree_map(lambda x: x + 1.0, data)
+    ts2 = 2 * ts
+    compiles = []
+
+    def listener(event, duration, **kwargs):
+        if event.endswith("backend_compile_duration"):
+            compiles.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        sol = gradient_flow(other, loss, ts2, args=data2, time_scale=3.0)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert sol.ok and compiles == []

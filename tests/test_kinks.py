@@ -1,0 +1,57 @@
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from integrators._kinks import KinkedFunction
+
+
+def _activations(x):
+    return (
+        jnp.sum(jax.nn.relu(x))
+        + jnp.sum(jax.nn.leaky_relu(x, 0.1))
+        + jnp.sum(jnp.abs(x))
+        + jnp.sum(jnp.where(x > 0, x * x, 0.0))
+        + jnp.sum(jnp.clip(x, -0.5, 0.5))
+    )
+
+
+def test_held_pattern_is_exact_at_the_recording_point_and_linear_past_it():
+    f = KinkedFunction(_activations, jnp.zeros(3))
+    assert f.num_sites == 6  # relu, leaky (ge), abs, where (gt), clip (max and min)
+    x = jnp.array([1.0, -1.0, 0.25])
+    pattern, _ = f.record(x)
+    np.testing.assert_allclose(f.held(pattern, None, x), _activations(x))
+    np.testing.assert_allclose(
+        jax.grad(lambda v: f.held(pattern, None, v))(x), jax.grad(_activations)(x)
+    )
+    # past the kinks the held function continues each branch: relu(-0.5) held live is -0.5
+    moved = jnp.array([-0.5, 0.5, 0.25])
+    by_hand = (-0.5 + 0.25) + (-0.5 + 0.05 + 0.25) + (-0.5 - 0.5 + 0.25)
+    by_hand += 0.25 + 0.0 + 0.0625 + (-0.5 + 0.5 + 0.25)
+    np.testing.assert_allclose(f.held(pattern, None, moved), by_hand)
+
+
+def test_blend_weights_move_each_site_to_its_other_branch():
+    f = KinkedFunction(lambda x: jnp.sum(jax.nn.relu(x)) + jnp.sum(jnp.abs(x)), jnp.zeros(2))
+    x = jnp.array([2.0, -3.0])
+    pattern, z = f.record(x)
+    ones = [jnp.ones_like(s) for s in z]
+    # at weight 1 every site takes its other branch: relu -> 0 or x, abs -> -|x|
+    np.testing.assert_allclose(f.held(pattern, ones, x), (0.0 - 3.0) + (-2.0 - 3.0))
+
+
+def test_sites_inside_an_equinox_mlp_and_under_jit():
+    mlp = eqx.nn.MLP(3, 1, 4, 2, activation=jax.nn.relu, key=jax.random.PRNGKey(0))
+    X = jax.random.normal(jax.random.PRNGKey(1), (5, 3))
+
+    def loss(params, X):
+        model = eqx.combine(params, eqx.filter(mlp, eqx.is_inexact_array, inverse=True))
+        return jnp.mean(jax.vmap(model)(X) ** 2)
+
+    params = eqx.filter(mlp, eqx.is_inexact_array)
+    f = KinkedFunction(loss, params, X)
+    assert f.num_sites == 2  # one relu per hidden layer, batched by vmap
+    pattern, z = jax.jit(f.record)(params, X)
+    assert pattern[0].shape == (5, 4) and z[1].shape == (5, 4)
+    np.testing.assert_allclose(jax.jit(f.held)(pattern, None, params, X), loss(params, X))
