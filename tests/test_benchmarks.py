@@ -206,3 +206,21 @@ def test_beyond_orthogonal(tmp_path):
     for name in ("losses.png", "deviation.png"):
         assert (tmp_path / "bo" / name).stat().st_size > 10_000
     assert "1st jump" in stdout
+
+
+def test_any_model(tmp_path):
+    stdout, results = run_quick("any_model", tmp_path / "am")
+    rows = {(r["case"], r["alpha"], r["method"]): r for r in results["rows"]}
+    keys = {"case", "alpha", "method", "ok", "steps", "wall_seconds", "max_rel_error"}
+    assert all(keys <= r.keys() for r in results["rows"])
+    for alpha in (1e-10, 1e-30):
+        # small init: refused by default, right with units against the log-coordinate solve
+        assert not rows[("diagonal", alpha, "default")]["ok"]
+        assert rows[("diagonal", alpha, "units")]["ok"]
+        assert rows[("diagonal", alpha, "units")]["max_rel_error"] < 1e-5
+        assert rows[("diagonal", alpha, "diffrax")]["max_rel_error"] > 0.1
+    # the deep ReLU net slides after its first jump: said, not integrated
+    assert rows[("deep_relu", 1.0, "default")]["result"].startswith("The flow could not go on")
+    assert rows[("tanh", 1.0, "default")]["ok"]
+    assert rows[("tanh", 1.0, "default")]["max_rel_error"] < 1e-6
+    assert (tmp_path / "am" / "curves.png").stat().st_size > 10_000
