@@ -206,6 +206,7 @@ def test_small_initialization_is_refused_without_units_and_right_with_them():
     np.testing.assert_allclose(np.log(np.asarray(plain.loss)), reference, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_held_kinks_are_right_to_the_tolerance_where_the_plain_solve_is_not():
     # a bias-free ReLU MLP, no sliding before t = 4: at tol 1e-9 the plain solve's error
     # estimate misses the kinks (3e-7 off, measured), the held one charges them (1e-8)
