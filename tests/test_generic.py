@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from jax.flatten_util import ravel_pytree
 
+from benchmarks.any_model import Diagonal, diagonal_loss, diagonal_reference
 from integrators import RESULTS, gradient_flow
 
 
@@ -151,58 +152,25 @@ def test_implicit_solver_with_a_matrix_free_linear_solve():
     np.testing.assert_allclose(sol.loss, ref.loss, rtol=1e-6, atol=1e-10)
 
 
-class _Diagonal(eqx.Module):
-    """A diagonal linear network, beta = u * u - v * v."""
-
-    u: jax.Array
-    v: jax.Array
-
-
-def _diagonal_loss(model, data):
-    X, y = data
-    r = X @ (model.u * model.u - model.v * model.v) - y
-    return 0.5 * jnp.mean(r * r)
-
-
-def _diagonal_reference(X, y, alpha, ts):
-    """The same flow in log coordinates u = alpha e^p, v = alpha e^q (scipy, Radau): its
-    log-loss at `ts`, with a relative accuracy independent of alpha."""
-    from scipy.integrate import solve_ivp
-
-    X, y = np.asarray(X), np.asarray(y)
-    n, d = X.shape
-    tau, la = np.log(1 / alpha), np.log(alpha)
-
-    def beta(z):
-        return np.exp(2 * (la + z[:d])) - np.exp(2 * (la + z[d:]))
-
-    def field(t, z):
-        g = X.T @ (X @ beta(z) - y) / n
-        return np.concatenate([-2 * tau * g, 2 * tau * g])
-
-    sol = solve_ivp(field, (0, ts[-1]), np.zeros(2 * d), "Radau", ts, rtol=1e-12, atol=1e-12)
-    return np.log([0.5 * np.mean((X @ beta(z) - y) ** 2) for z in sol.y.T])
-
-
 def test_small_initialization_is_refused_without_units_and_right_with_them():
     X = jax.random.normal(jax.random.PRNGKey(0), (8, 12), jnp.float64)
     y = X[:, :2] @ jnp.array([1.0, -2.0])
     ts = np.linspace(0.0, 2.0, 21)
-    units = _Diagonal(jnp.arange(12), jnp.arange(12, 24))
+    units = Diagonal(jnp.arange(12), jnp.arange(12, 24))
     for alpha in (1e-10, 1e-30):
-        model = _Diagonal(jnp.full(12, alpha), jnp.full(12, alpha))
+        model = Diagonal(jnp.full(12, alpha), jnp.full(12, alpha))
         tau = np.log(1 / alpha)
-        plain = gradient_flow(model, _diagonal_loss, ts, args=(X, y), time_scale=tau)
+        plain = gradient_flow(model, diagonal_loss, ts, args=(X, y), time_scale=tau)
         assert plain.result == RESULTS.below_tolerance
-        sol = gradient_flow(model, _diagonal_loss, ts, args=(X, y), time_scale=tau, units=units)
+        sol = gradient_flow(model, diagonal_loss, ts, args=(X, y), time_scale=tau, units=units)
         assert sol.ok
-        reference = _diagonal_reference(X, y, alpha, ts)
+        reference = np.log(diagonal_reference(X, y, alpha, ts))
         np.testing.assert_allclose(np.log(np.asarray(sol.loss)), reference, atol=1e-5)
     # above the floor atol / sqrt(rtol) = 1e-4 the plain solve is accepted, and right
-    model = _Diagonal(jnp.full(12, 1e-2), jnp.full(12, 1e-2))
-    plain = gradient_flow(model, _diagonal_loss, ts, args=(X, y), time_scale=np.log(100.0))
+    model = Diagonal(jnp.full(12, 1e-2), jnp.full(12, 1e-2))
+    plain = gradient_flow(model, diagonal_loss, ts, args=(X, y), time_scale=np.log(100.0))
     assert plain.ok
-    reference = _diagonal_reference(X, y, 1e-2, ts)
+    reference = np.log(diagonal_reference(X, y, 1e-2, ts))
     np.testing.assert_allclose(np.log(np.asarray(plain.loss)), reference, atol=1e-5)
 
 
