@@ -29,14 +29,12 @@ step's start (`theory.HoldArgs` around the solver, `integrators._kinks`), so the
 smooth inside each step; the error of integrating a crossing as if it were smooth (the
 kinked function's area past the switch, sum_k (other_k - held_k) delta_k / 2 with delta_k the
 time spent past it) is added to the error estimate by one Jacobian-vector product, and a step
-whose dense output dips past a kink at its midpoint and comes back is rejected. Exact up to
-the tolerance on any model; on the deep ReLU teacher-student of `benchmarks.any_model` it
-cuts the steps by the factor measured there. A pre-activation that *slides* along its kink
-(pushed into it from both sides, a Filippov sliding mode) flips its held side at nearly every
-step; after `max_flips` such flips the solve ends with `RESULTS.kink_limited`, and
-`stats['kink_time']`, `stats['kink_site']` say when and at which site (the index of the kink
-primitive in the traced loss). This flow does not slide; for the two-layer ReLU net
-`two_layer_flow` slides with Filippov weights, on any inputs.
+whose dense output dips past a kink at its midpoint and comes back is rejected. A
+pre-activation that is pushed into its kink from both sides (a Filippov sliding mode) would
+flip its held side at every step: it slides instead, its output blended between the two
+branches so that it stays on the kink (`integrators._sliding`; `stats['sliding_entries']`
+counts them); more than 8 at once end the solve with `RESULTS.kink_limited` at
+`stats['kink_time']`.
 
 **Compilation.** The solve is compiled once per shapes and options (`loss`, `observables`,
 solver and controller are part of the key, so pass the same function objects): a second
@@ -62,10 +60,9 @@ from theory.checks import (
 )
 
 from ._flow import default_controller
-from ._kinks import KinkedFunction, held_kink_error
+from ._kinks import KinkedFunction
+from ._sliding import Held, KinkFlow
 from ._units import LogScale, unit_labels, zero_units
-
-MAX_FLIPS = 32  # flips of one held kink (net of 1/2 per quiet step) that end a solve as sliding
 
 
 class GradientFlowSolution(Solution):
@@ -261,35 +258,37 @@ def _solve(
     def to_params(y):
         return y if scale is None else scale.to_params(y)
 
-    def grad(p, a, pattern, weights):
-        dyn = eqx.filter(a, eqx.is_array)
-        if pattern is None:
-            return jax.grad(plain_loss)(p, dyn)
-        return jax.grad(lambda q: kinked.held(pattern, weights, q, dyn))(p)
-
-    def field(t, y, a, weights=None):
-        g = grad(to_params(y), a[0], a[1], weights)
+    def transform(y, g):
         if scale is None:
             return jax.tree_util.tree_map(lambda x: -tau * x, g)
         return scale.field(y, g, tau)
 
     y0 = params if scale is None else scale.initial(params, dtype)
-    if kinked is not None:
+    if kinked is None:
 
-        def step_args(t, y, a):
-            return (a[0],) + tuple(kinked.record(to_params(y), eqx.filter(a[0], eqx.is_array)))
+        def field(t, y, held):
+            return transform(
+                y, jax.grad(plain_loss)(to_params(y), eqx.filter(held.user, eqx.is_array))
+            )
 
-        def kink_error(t0, t1, y0, y1, held, interpolation):
-            return held_kink_error(kinked, field, to_params, t0, t1, y1, held, interpolation)
+    else:
+        flow = KinkFlow(kinked, to_params, transform, tau)
+        field = flow.field
+        # plain closures (a bound method of the flow would carry its arrays as static fields)
+        solver = HoldArgs(
+            solver,
+            lambda t, y, args, previous: flow.step_args(t, y, args, previous),
+            kink_error=lambda *a: flow.kink_error(*a),
+            memory=True,
+            stop=KinkFlow.stop,
+        )
 
-        solver = HoldArgs(solver, step_args, kink_error=kink_error, max_flips=MAX_FLIPS)
-
-    def save(t, y, a):
+    def save(t, y, held):
         p = to_params(y)
-        value, g = jax.value_and_grad(plain_loss)(p, eqx.filter(a[0], eqx.is_array))
+        value, g = jax.value_and_grad(plain_loss)(p, eqx.filter(held.user, eqx.is_array))
         out = (value, _tree_norm(g), None if scale is None else y[0])
         if observables is not None:
-            out = out + (observables(t, eqx.combine(p, static), a[0]),)
+            out = out + (observables(t, eqx.combine(p, static), held.user),)
         return out + ((p,) if save_model else ())
 
     event = None
@@ -297,7 +296,7 @@ def _solve(
 
         def steady(t, y, args, **kwargs):
             p = to_params(y)
-            return _tree_norm(jax.grad(plain_loss)(p, eqx.filter(args[0], eqx.is_array))) - tol
+            return _tree_norm(jax.grad(plain_loss)(p, eqx.filter(args.user, eqx.is_array))) - tol
 
         rtol, atol = (getattr(stepsize_controller, k, 1e-8) for k in ("rtol", "atol"))
         event = diffrax.Event(steady, root_finder=optx.Newton(rtol=rtol, atol=atol))
@@ -308,7 +307,7 @@ def _solve(
         t1=ts[-1],
         dt0=None,
         y0=y0,
-        args=(args, None, None),
+        args=Held(args),
         saveat=diffrax.SaveAt(
             subs=[diffrax.SubSaveAt(ts=ts, fn=save), diffrax.SubSaveAt(t1=True)],
             solver_state=kinked is not None,
@@ -328,13 +327,13 @@ def _solve(
         mask = sol.event_mask if isinstance(sol.event_mask, jax.Array) else jnp.asarray(True)
         stopped = jnp.any(jnp.asarray(mask)) & (t_stop < ts[-1])
         # a float event fires on a sign change: a start below the threshold is its own stop
-        start = steady(ts[0], y0, (args, None, None)) < 0
+        start = steady(ts[0], y0, Held(args)) < 0
         t_stop = jnp.where(start, ts[0], t_stop)
         y_final = jax.tree_util.tree_map(lambda a, b: jnp.where(start, a, b), y0, y_final)
         stopped = stopped | start
         result = RESULTS.where(stopped, RESULTS.successful, result)
         # after a steady state every later save time holds the steady state's values
-        at_stop = save(t_stop, y_final, (args, None, None))
+        at_stop = save(t_stop, y_final, Held(args))
         later = ts >= t_stop
 
         def fill(x, v):
@@ -343,10 +342,10 @@ def _solve(
 
         saved = jax.tree_util.tree_map(fill, saved, at_stop)
     if kinked is not None:
-        chatter = HoldArgs.chatter(sol.solver_state)
-        result = RESULTS.where(chatter.stopped, RESULTS.kink_limited, result)
-        stats["kink_time"] = jnp.where(chatter.stopped, chatter.t, jnp.inf)
-        stats["kink_site"] = jnp.where(chatter.stopped, chatter.leaf, -1)
+        last = HoldArgs.held_args(sol.solver_state)
+        result = RESULTS.where(last.overflow, RESULTS.kink_limited, result)
+        stats["kink_time"] = jnp.where(last.overflow, last.t, jnp.inf)
+        stats["sliding_entries"] = last.entered
     small = _below_tolerance(params, scale, floor)
     result = RESULTS.where(small & (result == RESULTS.successful), RESULTS.below_tolerance, result)
     return GradientFlowSolution(

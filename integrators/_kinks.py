@@ -24,7 +24,6 @@ direction in which the true (switched) branch differs from the held one: their
 Jacobian-vector product is the error of integrating a crossed kink as if it were smooth.
 """
 
-import equinox as eqx
 import jax
 import jax.extend.core as jex
 import jax.numpy as jnp
@@ -182,34 +181,12 @@ class KinkedFunction:
         """The function's value with every site on its `pattern` (blended by `weights`)."""
         return _Run(pattern, weights).eval(self.jaxpr, self.consts, _leaves(args))[0]
 
+    def held_switches(self, pattern, weights, *args):
+        """The switching variables z of every site, evaluated with the sites held."""
+        run = _Run(pattern, weights)
+        run.eval(self.jaxpr, self.consts, _leaves(args))
+        return run.switches
+
 
 def _leaves(args):
     return jax.tree_util.tree_leaves(args)
-
-
-def held_kink_error(kinked, field, to_params, t0, t1, y1, held, interpolation):
-    """`theory.HoldArgs`'s `kink_error` for the kink sites of `kinked` (module docstring).
-
-    A site entry k that crossed during the step (its pattern at t1 differs from the held
-    one) spent delta_k = h |z_k(t1)| / |z_k(t1) - z_k(t0)| past its switch (exact for a
-    straight path); the held field differs from the true one there by a term growing
-    linearly from 0, so the step's error is the field's Jacobian-vector product in the blend
-    weights a_k = delta_k / 2, at y1. A site that is past its switch at the step's midpoint
-    (dense output) but not at its end has dipped and come back: the step is rejected.
-    """
-    user, pattern, z0 = held
-    dynamic = eqx.filter(user, eqx.is_array)
-    p1, z1 = kinked.record(to_params(y1), dynamic)
-    h = jnp.abs(t1 - t0)
-    crossed = [a != b for a, b in zip(p1, pattern, strict=True)]
-    areas = [
-        jnp.where(c, 0.5 * h * jnp.abs(b) / jnp.where(c, jnp.abs(b - a), 1.0), 0.0).astype(b.dtype)
-        for c, a, b in zip(crossed, z0, z1, strict=True)
-    ]
-    zeros = [jnp.zeros_like(a) for a in areas]
-    _, error = jax.jvp(lambda w: field(t1, y1, held, w), (zeros,), (areas,))
-    pm, _ = kinked.record(to_params(interpolation.evaluate(t0 + 0.5 * (t1 - t0))), dynamic)
-    dipped = jnp.asarray(False)
-    for a, b, c in zip(pm, pattern, p1, strict=True):
-        dipped = dipped | jnp.any((a != b) & (c == b))
-    return error, dipped

@@ -203,20 +203,6 @@ def test_held_kinks_are_right_to_the_tolerance_where_the_plain_solve_is_not():
     np.testing.assert_allclose(held.loss, reference.loss, rtol=1e-7)
 
 
-def test_a_sliding_kink_ends_as_kink_limited_where_it_starts():
-    # d w/dt = -sign(w - 1/2): w reaches the kink at t = 1/2 and stays there (sliding)
-    model = eqx.nn.Linear(1, 1, use_bias=False, key=jax.random.PRNGKey(0))
-    model = eqx.tree_at(lambda m: m.weight, model, jnp.zeros((1, 1)))
-
-    def loss(m, args):
-        return jnp.abs(m.weight[0, 0] - 0.5)
-
-    sol = gradient_flow(model, loss, jnp.linspace(0.0, 2.0, 5))
-    assert sol.result == RESULTS.kink_limited
-    assert abs(float(sol.stats["kink_time"]) - 0.5) < 1e-3 and int(sol.stats["kink_site"]) == 0
-    assert abs(float(sol.model.weight[0, 0]) - 0.5) < 1e-3
-
-
 def test_steady_state_is_located_to_the_tolerance():
     # w' = 2 - w from 0: ||grad|| = 2 e^(-t) crosses 1e-3 at t = log(2000)
     model = eqx.nn.Linear(1, 1, use_bias=False, key=jax.random.PRNGKey(0))

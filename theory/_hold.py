@@ -18,7 +18,16 @@ the switch is never used: the case of the frozen components of `orthogonal_flow`
 What the held step integrates as if smooth is relu of a crossing component, a kinked function
 of time; `overshoot` lets `HoldArgs` charge that to the error estimate (see `_kink_error`),
 and a component that dips past the switch inside a step and comes back (as the step's dense
-output at its midpoint sees it) rejects the step.
+output at its midpoint sees it) rejects the step. A flow whose held state is not a part of
+y (the kink sites of any model, `integrators.gradient_flow`) charges its own error through
+`kink_error` instead.
+
+**Memory and stop.** With `memory=True`, `step_args(t0, y0, args, previous)` also gets the
+held args of the last accepted step (`None` at the first): a field can keep a discrete state
+of its own there (the sliding set of `integrators.gradient_flow`). With `stop`, a step whose
+held args say `stop(held)` ends the solve where it starts, with
+`diffrax.RESULTS.dt_min_reached`; `HoldArgs.held_args(solver_state)` returns the last held
+args from a final solver state (`diffrax.SaveAt(solver_state=True)`) to say why.
 """
 
 from collections.abc import Callable
@@ -45,29 +54,8 @@ def _nonzero(tree):
     return out
 
 
-def _flip_counts(counts, held, previous):
-    """+1 where a boolean leaf of the held args flipped since the last accepted step, -1/2
-    (floored at 0) where it did not."""
-    out = []
-    for c, a, b in zip(counts, _bool_leaves(held), _bool_leaves(previous), strict=True):
-        out.append(jnp.where(a != b, c + 1.0, jnp.maximum(c - 0.5, 0.0)))
-    return out
-
-
 def _bool_leaves(tree):
     return [x for x in jax.tree_util.tree_leaves(tree) if jnp.result_type(x) == jnp.bool_]
-
-
-class Chatter(eqx.Module):
-    """Where `HoldArgs(max_flips=...)` stopped: `stopped` (bool), the time `t` at which a held
-    boolean had flipped `max_flips` times, `leaf` (the index of that boolean among the held
-    args' boolean leaves, -1 if none) and `index` (its flat index in that leaf)."""
-
-    counts: list
-    stopped: jax.Array
-    t: jax.Array
-    leaf: jax.Array
-    index: jax.Array
 
 
 class HoldArgs(diffrax.AbstractAdaptiveSolver):
@@ -85,7 +73,8 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver):
     - `kink_error`: `None`, or (t0, t1, y0, y1, held_args, interpolation) -> (a y-shaped
       error added to the estimate, a boolean: reject the step), for a field whose switches
       are not components of y (exclusive with `overshoot`).
-    - `max_flips`: `None`, or the chatter count at which the solve ends (module docstring).
+    - `memory`: call `step_args(t0, y0, args, previous)` (module docstring).
+    - `stop`: `None`, or held_args -> bool: end the solve at a step whose held args say so.
 
     A first-same-as-last solver (Dopri5) re-evaluates its first stage after a step whose held
     args changed.
@@ -105,7 +94,8 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver):
     step_args: Callable = eqx.field(static=True)
     overshoot: Callable | None = eqx.field(static=True, default=None)
     kink_error: Callable | None = eqx.field(static=True, default=None)
-    max_flips: float | None = eqx.field(static=True, default=None)
+    memory: bool = eqx.field(static=True, default=False)
+    stop: Callable | None = eqx.field(static=True, default=None)
 
     @staticmethod
     def live_set(psi):
@@ -149,14 +139,13 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver):
                 "`kink_error` must be None or callable, and not given with `overshoot`, got "
                 f"{type(self.kink_error).__name__}"
             )
-        if self.max_flips is not None and not self.max_flips >= 1:
-            raise ValueError(f"`max_flips` must be None or >= 1, got {self.max_flips!r}")
+        if self.stop is not None and not callable(self.stop):
+            raise ValueError(f"`stop` must be None or callable, got {type(self.stop).__name__}")
 
     @staticmethod
-    def chatter(solver_state) -> Chatter | None:
-        """Where a solve with `max_flips` stopped, from its final solver state
-        (`diffrax.SaveAt(solver_state=True)`); `None` without `max_flips`."""
-        return solver_state[2]
+    def held_args(solver_state):
+        """The held args of the last accepted step, from a final solver state."""
+        return solver_state[1]
 
     @property
     def term_structure(self):
@@ -172,22 +161,23 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver):
     def error_order(self, terms):
         return self.solver.error_order(terms)
 
+    def _held(self, t0, y0, args, previous):
+        if self.memory:
+            return self.step_args(t0, y0, args, previous)
+        return self.step_args(t0, y0, args)
+
     def init(self, terms, t0, t1, y0, args):
-        held = self.step_args(t0, y0, args)
-        chatter = None
-        if self.max_flips is not None:
-            counts = [jnp.zeros(x.shape, jnp.result_type(t0)) for x in _bool_leaves(held)]
-            none = jnp.asarray(-1)
-            chatter = Chatter(counts, jnp.asarray(False), jnp.asarray(t0), none, none)
-        return self.solver.init(terms, t0, t1, y0, held), held, chatter
+        held = self._held(t0, y0, args, None)
+        return self.solver.init(terms, t0, t1, y0, held), held
 
     def func(self, terms, t0, y0, args):
-        return self.solver.func(terms, t0, y0, self.step_args(t0, y0, args))
+        return self.solver.func(terms, t0, y0, self._held(t0, y0, args, None))
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        inner_state, previous, chatter = solver_state
-        held = self.step_args(t0, y0, args)
-        made_jump = jnp.logical_or(made_jump, _changed(held, previous))
+        inner_state, previous = solver_state
+        held = self._held(t0, y0, args, previous)
+        # the field changes where a held boolean does (other held values only describe it)
+        made_jump = jnp.logical_or(made_jump, _changed(_bool_leaves(held), _bool_leaves(previous)))
         y1, error, dense, inner_state, result = self.solver.step(
             terms, t0, t1, y0, held, inner_state, made_jump
         )
@@ -199,33 +189,13 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver):
             error = jax.tree_util.tree_map(
                 lambda err, x: jnp.where(reject, jnp.inf, jnp.abs(err) + jnp.abs(x)), error, extra
             )
-        if chatter is not None:
-            chatter, stop = self._chatter(chatter, held, previous, t0)
-            # the step that finds the chatter ends the solve where it started
+        if self.stop is not None:
+            # the step that finds a stop ends the solve where it started
+            stop = self.stop(held)
             y1 = jax.tree_util.tree_map(lambda a, b: jnp.where(stop, a, b), y0, y1)
             error = jax.tree_util.tree_map(lambda e: jnp.where(stop, 0.0, e), error)
             result = diffrax.RESULTS.where(stop, diffrax.RESULTS.dt_min_reached, result)
-        return y1, error, dense, (inner_state, held, chatter), result
-
-    def _chatter(self, chatter, held, previous, t0):
-        counts = _flip_counts(chatter.counts, held, previous)
-        over = [jnp.any(c >= self.max_flips) for c in counts]
-        stop = jnp.any(jnp.stack(over)) if over else jnp.asarray(False)
-        leaf = jnp.argmax(jnp.stack(over)) if over else jnp.asarray(-1)
-        index = jnp.asarray(-1)
-        for i, c in enumerate(counts):
-            index = jnp.where(leaf == i, jnp.argmax(c.ravel() >= self.max_flips), index)
-        fresh = stop & ~chatter.stopped
-        return (
-            Chatter(
-                counts,
-                chatter.stopped | stop,
-                jnp.where(fresh, t0, chatter.t),
-                jnp.where(fresh, leaf, chatter.leaf),
-                jnp.where(fresh, index, chatter.index),
-            ),
-            stop,
-        )
+        return y1, error, dense, (inner_state, held), result
 
     def _kink_error(self, terms, t0, t1, y0, y1, held, error, dense):
         """The error of integrating across a switch inside the step, added to the estimate.

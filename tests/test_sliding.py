@@ -1,0 +1,70 @@
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from integrators import RESULTS, gradient_flow
+
+
+def _zero_linear(out):
+    model = eqx.nn.Linear(1, out, use_bias=False, key=jax.random.PRNGKey(0))
+    return eqx.tree_at(lambda m: m.weight, model, jnp.zeros((out, 1)))
+
+
+def test_a_kink_pushed_from_both_sides_is_slid_on():
+    # d w/dt = -sign(w - 1/2): w reaches the kink at t = 1/2 and stays there (Filippov)
+    def loss(m, args):
+        return jnp.abs(m.weight[0, 0] - 0.5)
+
+    ts = jnp.linspace(0.0, 2.0, 5)
+    sol = gradient_flow(_zero_linear(1), loss, ts)
+    assert sol.ok and int(sol.stats["sliding_entries"]) == 1
+    np.testing.assert_allclose(sol.loss, [0.5, 0.0, 0.0, 0.0, 0.0], atol=1e-6)
+    assert sol.stats["num_steps"] < 200
+
+
+def test_more_sliding_entries_than_slots_end_as_kink_limited():
+    # entry i reaches its kink at t = c_i = (i + 1) / 10 and slides: the ninth overflows the
+    # eight slots, at t ~ 0.9
+    c = 0.1 * jnp.arange(1, 13)
+
+    def loss(m, args):
+        return jnp.sum(jnp.abs(m.weight[:, 0] - c))
+
+    sol = gradient_flow(_zero_linear(12), loss, jnp.linspace(0.0, 2.0, 5))
+    assert sol.result == RESULTS.kink_limited
+    assert 0.9 <= float(sol.stats["kink_time"]) < 1.0
+
+
+@pytest.mark.slow
+def test_a_sliding_relu_mlp_against_gradient_descent_extrapolated_to_step_0():
+    # a ReLU MLP with biases whose flow slides on two entries (plain Tsit5 at tol 1e-9 runs
+    # out of 100,000 steps there): against GD at lr 2e-4 and 1e-4, extrapolated
+    mlp = eqx.nn.MLP(3, 1, 8, 2, activation=jax.nn.relu, key=jax.random.PRNGKey(2))
+    mlp = jax.tree_util.tree_map(lambda x: x.astype(jnp.float64) if eqx.is_array(x) else x, mlp)
+    X = jax.random.normal(jax.random.PRNGKey(3), (16, 3), jnp.float64)
+    y = jnp.abs(X[:, 0]) - X[:, 1]
+
+    def loss(model, data):
+        X, y = data
+        return 0.5 * jnp.mean((jax.vmap(model)(X)[:, 0] - y) ** 2)
+
+    ts = np.linspace(0.0, 3.0, 31)
+    sol = gradient_flow(mlp, loss, jnp.asarray(ts), args=(X, y), rtol=1e-9, atol=1e-9)
+    assert sol.ok and int(sol.stats["sliding_entries"]) >= 1
+    params, static = eqx.partition(mlp, eqx.is_inexact_array)
+
+    def gd(lr):
+        def body(p, _):
+            g = jax.grad(lambda q: loss(eqx.combine(q, static), (X, y)))(p)
+            return jax.tree_util.tree_map(lambda a, b: a - lr * b, p, g), loss(
+                eqx.combine(p, static), (X, y)
+            )
+
+        steps = np.rint(ts / lr).astype(int)
+        _, losses = jax.lax.scan(body, params, None, length=int(steps[-1]) + 1)
+        return np.asarray(losses)[steps]
+
+    reference = 2 * gd(1e-4) - gd(2e-4)
+    np.testing.assert_allclose(sol.loss, reference, rtol=2e-5)
