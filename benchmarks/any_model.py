@@ -12,7 +12,7 @@ descent:
 - `deep_relu`: a two-hidden-layer ReLU `eqx.nn.MLP` (width 16, weights scaled by 1e-3,
   biases as initialized) learning a ReLU teacher on 200 Gaussian samples, to t = 1200.
   Reference: GD extrapolated to step 0 (Richardson from lr 0.01 and 0.005). Methods: the
-  default call (kinks held), `hold_kinks=False`.
+  default call (kinks held, sliding entries slid on), `hold_kinks=False`.
 - `tanh`: a tanh MLP (3-16-16-1, 64 samples) to t = 5 against scipy's DOP853 at 1e-12.
 
 `results.json` has `rows` with `case`, `alpha`, `method`, `ok`, `result`, `steps`,
@@ -169,6 +169,8 @@ def flow_row(case, alpha, method, ref, **kwargs):
     sol, seconds = timed(lambda: gradient_flow(**kwargs))
     name = "" if sol.ok else str(sol.result).split("<")[-1][:60]
     stop = float(sol.stats.get("kink_time", np.inf))
+    if "sliding_entries" in sol.stats:
+        log(f"  {int(sol.stats['sliding_entries'])} sliding entries")
     return row(
         case, alpha, method, sol.loss, ref, sol.ok, sol.stats["num_steps"], seconds, name, stop
     )

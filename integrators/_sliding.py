@@ -10,11 +10,11 @@ p and switching variable z, and keeps:
   both sides (a Filippov sliding mode; its held side would flip at every step and the step
   size collapse). It slides: its output is blended between its two branches,
   out = held + lambda_k (other - held), with lambda solving dz_S/dt = 0 on the
-  `capacity` slots (Newton iterations, the Jacobian in lambda by forward-mode autodiff; the
-  field is affine in each lambda_k and multi-affine in all). That is the Filippov solution
-  where one entry slides, and the equivalent control where several do at once, which is
-  what gradient descent does as its step goes to 0 (`two_layer_flow` slides the same way on
-  two-layer nets).
+  `capacity` slots (a Newton step from lambda = 0 with the Jacobian by forward-mode autodiff,
+  then chord steps; the field is affine in each lambda_k and multi-affine in all). That is
+  the Filippov solution where one entry slides, and the equivalent control where several
+  do at once, which is what gradient descent does as its step goes to 0 (`two_layer_flow`
+  slides the same way on two-layer nets).
 - an entry leaves S at a step start where its lambda leaves [0, 1] (both sides push the same
   way), on the side that dz_k/dt points to.
 
@@ -29,18 +29,20 @@ import jax.numpy as jnp
 from ._kinks import KinkedFunction
 
 MAX_FLIPS = 6  # net flips of one held kink entry that make it slide
-NEWTON_ITERATIONS = 2  # per field evaluation, for lambda on the sliding slots
+NEWTON_ITERATIONS = 3  # per field evaluation (one Jacobian at lambda = 0, then chord steps)
 
 
 class Held(eqx.Module):
     """What a step holds: the user's `args`, and (None in the raw args that diffrax first
-    evaluates the field with) the site patterns, switching variables z at the step's start,
+    evaluates the field with) the held site patterns, the recorded ones (`start`) and
+    switching variables z at the step's start,
     chatter counts, sliding set, its `slots` (flat indices of the sliding entries, -1 padded),
     the step's start time `t`, `overflow` (more sliding entries than slots) and `entered`
     (how many entries have started sliding so far)."""
 
     user: object
     pattern: list | None = None
+    start: list | None = None
     z: list | None = None
     counts: list | None = None
     slide: list | None = None
@@ -109,16 +111,19 @@ class KinkFlow(eqx.Module):
         return residual
 
     def sliding_lambda(self, p, held):
-        """lambda on the slots, solving dz/dt = 0 on the sliding entries: Newton iterations
-        from lambda = 0, the Jacobian by forward-mode autodiff (the residual is affine in
-        each lambda_k and multi-affine in all)."""
+        """lambda on the slots, solving dz/dt = 0 on the sliding entries: one Newton step from
+        lambda = 0 (the Jacobian by forward-mode autodiff) and chord steps with that
+        Jacobian (the residual is affine in each lambda_k and multi-affine in all, so the
+        first step is exact for one sliding entry and the chord steps correct the coupling)."""
         dtype = held.z[0].dtype
         residual = self._residual(p, held)
 
         def solve(_):
             lam = jnp.zeros(self.capacity, dtype)
-            for _ in range(NEWTON_ITERATIONS):
-                lam = lam - jnp.linalg.solve(jax.jacfwd(residual)(lam), residual(lam))
+            r, jvp = jax.linearize(residual, lam)
+            jac = jax.vmap(jvp, out_axes=1)(jnp.eye(self.capacity, dtype=dtype))
+            for i in range(NEWTON_ITERATIONS):
+                lam = lam - jnp.linalg.solve(jac, r if i == 0 else residual(lam))
             # a singular system (a sliding output that feeds nothing): outside [0, 1], so
             # that the entry leaves the sliding set at the next step
             return jnp.where(jnp.isfinite(lam), lam, 2.0)
@@ -172,6 +177,7 @@ class KinkFlow(eqx.Module):
         return Held(
             user=user,
             pattern=self._unflat(flat_pattern, pattern),
+            start=pattern,
             z=z,
             counts=self._unflat(counts, z),
             slide=self._unflat(slide, pattern),
@@ -188,29 +194,40 @@ class KinkFlow(eqx.Module):
     def kink_error(self, t0, t1, y0, y1, held, interpolation):
         """`theory.HoldArgs`'s `kink_error` for the sites (sliding entries excluded).
 
-        A site entry k that crossed during the step (its pattern at t1 differs from the
-        held one) spent delta_k = h |z_k(t1)| / |z_k(t1) - z_k(t0)| past its switch (exact
-        for a straight path); the held field differs from the true one there by a term
-        growing linearly from 0, so the step's error is the field's Jacobian-vector product
-        in the blend weights a_k = delta_k / 2, at y1. An entry past its switch at the
-        step's midpoint (dense output) but not at its end has dipped and come back: the
-        step is rejected.
+        With u = the amount by which a site entry's switching variable is on the side it is
+        *not* held on (u = -z for an entry held on z > 0, z otherwise), linear in time over
+        the step from u0 to u1, the held field differs from the true one by a term
+        proportional to max(u, 0): its integral over the step, the area
+        A = h (u0 + u1) / 2 where both are > 0, h u1^2 / (2 (u1 - u0)) where only u1 is
+        (a crossing), h u0^2 / (2 (u0 - u1)) where only u0 is (an entry held on the side it
+        is moving to), is the step's error in the direction of the blend weights
+        a = A / u1 (the blend's difference at y1 is proportional to u1, signed): one
+        Jacobian-vector product of the field at y1. An entry on its held side at both ends
+        of the step but not at its midpoint (dense output) has dipped past its kink and come
+        back: the step is rejected.
         """
         dyn = eqx.filter(held.user, eqx.is_array)
         p1, z1 = self.kinked.record(self.to_params(y1), dyn)
         h = jnp.abs(t1 - t0)
-        crossed = [(a != b) & ~s for a, b, s in zip(p1, held.pattern, held.slide, strict=True)]
-        areas = [
-            jnp.where(c, 0.5 * h * jnp.abs(b) / jnp.where(c, jnp.abs(b - a), 1.0), 0.0).astype(
-                b.dtype
-            )
-            for c, a, b in zip(crossed, held.z, z1, strict=True)
+
+        def blend(z0, z1, pattern, slide):
+            u0, u1 = jnp.where(pattern, -z0, z0), jnp.where(pattern, -z1, z1)
+            both = 0.5 * h * (u0 + u1)
+            into = 0.5 * h * u1 * u1 / jnp.where(u1 > u0, u1 - u0, 1.0)
+            out_of = 0.5 * h * u0 * u0 / jnp.where(u0 > u1, u0 - u1, 1.0)
+            area = jnp.where(u0 > 0, jnp.where(u1 > 0, both, out_of), jnp.where(u1 > 0, into, 0))
+            a = jnp.where((u1 != 0) & ~slide, area / jnp.where(u1 != 0, u1, 1.0), 0.0)
+            return a.astype(z1.dtype)
+
+        weights = [
+            blend(a, b, c, d)
+            for a, b, c, d in zip(held.z, z1, held.pattern, held.slide, strict=True)
         ]
-        zeros = [jnp.zeros_like(a) for a in areas]
-        _, error = jax.jvp(lambda w: self.field(t1, y1, held, w), (zeros,), (areas,))
+        zeros = [jnp.zeros_like(w) for w in weights]
+        _, error = jax.jvp(lambda w: self.field(t1, y1, held, w), (zeros,), (weights,))
         middle = self.to_params(interpolation.evaluate(t0 + 0.5 * (t1 - t0)))
         pm, _ = self.kinked.record(middle, dyn)
         dipped = jnp.asarray(False)
-        for a, b, c, s in zip(pm, held.pattern, p1, held.slide, strict=True):
-            dipped = dipped | jnp.any((a != b) & (c == b) & ~s)
+        for a, b, c, d, s in zip(pm, held.pattern, p1, held.start, held.slide, strict=True):
+            dipped = dipped | jnp.any((a != b) & (c == b) & (d == b) & ~s)
         return error, dipped
