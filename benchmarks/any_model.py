@@ -13,12 +13,20 @@ descent:
   biases as initialized) learning a ReLU teacher on 200 Gaussian samples, to t = 1200.
   Reference: GD extrapolated to step 0 (Richardson from lr 0.01 and 0.005). Methods: the
   default call (kinks held, sliding entries slid on), `hold_kinks=False`.
+- `shallow_relu`: a one-hidden-layer bias-free ReLU `eqx.nn.MLP` (width 8) learning a
+  width-3 ReLU teacher on 100 Gaussian samples from init scaled by alpha = 1e-10 and 1e-30,
+  in rescaled time (tau = log(1/alpha)) with `units=neuron_units(model)` and
+  `max_sliding=32`: where GD cannot go; the two alphas' plateaus and jumps side by side.
+  (The deep net above is not rescaled so: with three layers at scale alpha the first escape
+  takes a time of order 1/alpha, not log(1/alpha).)
 - `tanh`: a tanh MLP (3-16-16-1, 64 samples) to t = 5 against scipy's DOP853 at 1e-12.
 
 `results.json` has `rows` with `case`, `alpha`, `method`, `ok`, `result`, `steps`,
 `wall_seconds` (one solve after a compiling warm-up), `max_rel_error` (max over the save times
 reached of |L / L_ref - 1|), and `stop_time`; `curves.png` shows the loss curves.
 """
+
+from functools import partial
 
 import diffrax
 import equinox as eqx
@@ -28,7 +36,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from scipy.integrate import solve_ivp
 
-from integrators import gradient_flow
+from integrators import gradient_flow, neuron_units
 from theory import loss_plateaus
 
 from ._common import (
@@ -145,8 +153,8 @@ def timed(fn):
 
 def row(case, alpha, method, loss, ref, ok, steps, seconds, result="", stop=np.inf):
     loss, ref = np.asarray(loss, float), np.asarray(ref, float)
-    reached = np.isfinite(loss)
-    error = np.max(np.abs(loss[reached] / ref[reached] - 1)) if reached.any() else np.inf
+    reached = np.isfinite(loss) & np.isfinite(ref)
+    error = np.max(np.abs(loss[reached] / ref[reached] - 1)) if reached.any() else np.nan
     log(
         f"{case:>9} alpha={alpha:<8.0e} {method:>12}: ok={bool(ok)!s:5} steps={int(steps):>7} "
         f"{seconds:8.3f} s  max rel error {error:.2e}  {result}"
@@ -227,6 +235,49 @@ def deep_relu_case(key, horizon):
     return rows, ts, ref
 
 
+def shallow_relu_case(key, horizon):
+    k = jax.random.split(key, 3)
+    cast = lambda m: jax.tree_util.tree_map(  # noqa: E731
+        lambda x: x.astype(jnp.float64) if eqx.is_inexact_array(x) else x, m
+    )
+    relu_mlp = dict(activation=jax.nn.relu, use_bias=False, use_final_bias=False)
+    teacher = cast(eqx.nn.MLP(4, 1, 3, 1, key=k[0], **relu_mlp))
+    X = jax.random.normal(k[1], (100, 4), jnp.float64)
+    y = jax.vmap(teacher)(X)[:, 0]
+    base = cast(eqx.nn.MLP(4, 1, 8, 1, key=k[2], **relu_mlp))
+    ts = np.linspace(0.0, horizon, 301)
+    rows, jumps = [], {}
+    for alpha in (1e-10, 1e-30):
+        student = eqx.tree_at(
+            lambda m: [lay.weight for lay in m.layers],
+            base,
+            replace_fn=partial(jnp.multiply, alpha),
+        )
+        ref = np.full(ts.shape, np.nan)  # no reference: gradient descent cannot go there
+        rows.append(
+            flow_row(
+                "shallow_relu",
+                alpha,
+                "units",
+                ref,
+                model=student,
+                loss=mse,
+                ts=jnp.asarray(ts),
+                args=(X, y),
+                time_scale=float(np.log(1 / alpha)),
+                units=neuron_units(student),
+                max_sliding=32,
+            )
+        )
+        found = loss_plateaus(ts, np.asarray(rows[-1]["loss"]))
+        jumps[f"{alpha:.0e}"] = {"times": found["times"], "levels": found["levels"]}
+        log(
+            f"  jumps {np.round(found['times'], 4).tolist()}, levels "
+            f"{np.round(found['levels'], 5).tolist()}"
+        )
+    return rows, ts, jumps
+
+
 def tanh_case(key):
     k = jax.random.split(key, 2)
     mlp = eqx.nn.MLP(3, 1, 16, 2, activation=jnp.tanh, key=k[0])
@@ -266,16 +317,20 @@ def main(argv=None):
     key = jax.random.PRNGKey(args.seed)
     horizon = 500.0 if args.quick else 1200.0
     plt = pyplot()
-    fig, axes = plt.subplots(1, 4, figsize=(18, 4))
+    fig, axes = plt.subplots(1, 5, figsize=(22, 4))
     rows, extra = [], {}
     for ax, alpha in zip(axes[:2], (1e-10, 1e-30), strict=True):
         found, ts, ref, jumps = diagonal_case(alpha, key)
         rows += found
         extra[f"diagonal_{alpha:.0e}"] = jumps
         _plot(ax, ts, ref, found, f"diagonal net, alpha = {alpha:.0e} (rescaled time)")
+    found, ts, jumps = shallow_relu_case(key, 30.0)
+    rows += found
+    extra["shallow_relu"] = jumps
+    _plot(axes[3], ts, None, found, "shallow ReLU net, small init (rescaled time)")
     for ax, (found, ts, ref), title in (
         (axes[2], deep_relu_case(key, horizon), "deep ReLU teacher-student"),
-        (axes[3], tanh_case(key), "tanh MLP"),
+        (axes[4], tanh_case(key), "tanh MLP"),
     ):
         rows += found
         _plot(ax, ts, ref, found, title)
@@ -302,9 +357,11 @@ def main(argv=None):
 
 
 def _plot(ax, ts, ref, rows, title):
-    ax.semilogy(ts, ref, "k-", lw=3, alpha=0.3, label="reference")
+    if ref is not None:
+        ax.semilogy(ts, ref, "k-", lw=3, alpha=0.3, label="reference")
     for r in rows:
-        ax.semilogy(ts, r["loss"], "--", label=f"{r['method']} ({'ok' if r['ok'] else 'not ok'})")
+        label = f"{r['method']}, alpha {r['alpha']:.0e}" if ref is None else r["method"]
+        ax.semilogy(ts, r["loss"], "--", label=f"{label} ({'ok' if r['ok'] else 'not ok'})")
     ax.set_title(title)
     ax.set_xlabel("t")
     ax.legend(fontsize=7)

@@ -33,7 +33,7 @@ whose dense output dips past a kink at its midpoint and comes back is rejected. 
 pre-activation that is pushed into its kink from both sides (a Filippov sliding mode) would
 flip its held side at every step: it slides instead, its output blended between the two
 branches so that it stays on the kink (`integrators._sliding`; `stats['sliding_entries']`
-counts them); more than 8 at once end the solve with `RESULTS.kink_limited` at
+counts them); more than `max_sliding` at once end the solve with `RESULTS.kink_limited` at
 `stats['kink_time']`.
 
 **Compilation.** The solve is compiled once per shapes and options (`loss`, `observables`,
@@ -114,6 +114,7 @@ def gradient_flow(
     steady_state=None,
     units=None,
     hold_kinks: bool = True,
+    max_sliding: int = 8,
     rtol: float = 1e-8,
     atol: float = 1e-8,
     max_steps: int = 100_000,
@@ -141,6 +142,9 @@ def gradient_flow(
       make the solution not ok (`RESULTS.below_tolerance`).
     - `hold_kinks`: hold each step's pattern of the loss's kinks (module docstring); a loss
       without kinks is integrated plainly either way.
+    - `max_sliding`: how many kink entries may slide at once (each costs one forward-mode
+      direction per field evaluation while any slides); more end the solve as
+      `RESULTS.kink_limited`.
     - `rtol`, `atol`, `max_steps`: PI step control (pcoeff 0.4, icoeff 0.3, as the other
       flows) and the step budget; `solver` (default `diffrax.Tsit5()`) and
       `stepsize_controller` replace them. `throw=True` raises where the solve fails.
@@ -169,6 +173,12 @@ def gradient_flow(
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
     check_flag("hold_kinks", hold_kinks)
+    if (
+        isinstance(max_sliding, bool)
+        or not isinstance(max_sliding, int | np.integer)
+        or max_sliding < 1
+    ):
+        raise ValueError(f"`max_sliding` must be an integer >= 1, got {max_sliding!r}")
     shape = eqx.filter_eval_shape(loss, model, args)
     if not (hasattr(shape, "shape") and shape.shape == ()):
         raise ValueError(f"`loss(model, args)` must return a scalar, got {shape}")
@@ -207,6 +217,7 @@ def gradient_flow(
         observables,
         save_model,
         hold_kinks,
+        max_sliding,
         solver,
         stepsize_controller,
         max_steps,
@@ -240,6 +251,7 @@ def _solve(
     observables,
     save_model,
     hold_kinks,
+    max_sliding,
     solver,
     stepsize_controller,
     max_steps,
@@ -272,7 +284,7 @@ def _solve(
             )
 
     else:
-        flow = KinkFlow(kinked, to_params, transform, tau)
+        flow = KinkFlow(kinked, to_params, transform, tau, max_sliding)
         field = flow.field
         # plain closures (a bound method of the flow would carry its arrays as static fields)
         solver = HoldArgs(

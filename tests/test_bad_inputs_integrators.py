@@ -246,6 +246,12 @@ CASES["gradient_flow"] += [
         "-1",
     ),
 ]
+CASES["gradient_flow"] += [
+    (lambda: I.gradient_flow(NET, _sq, TS, max_sliding=0), ValueError, "`max_sliding`"),
+    (lambda: I.gradient_flow(NET, _sq, TS, max_sliding=2.5), ValueError, "`max_sliding`"),
+    (lambda: I.gradient_flow(NET, _sq, TS, hold_kinks="yes"), ValueError, "`hold_kinks`"),
+    (lambda: I.gradient_flow(NET, _sq, TS.astype(jnp.complex64)), ValueError, "real"),
+]
 CASES["dense_shifted_solve"] = [
     (
         lambda: I.dense_shifted_solve(lambda t, y, a: -y, 0.0, ONE, None, NAN),

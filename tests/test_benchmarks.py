@@ -224,6 +224,13 @@ def test_any_model(tmp_path):
     held, plain = rows[("deep_relu", 1.0, "default")], rows[("deep_relu", 1.0, "no_hold")]
     assert held["ok"] and held["max_rel_error"] < 1e-3
     assert 5 * held["steps"] <= plain["steps"]
+    # small init where GD cannot go: both alphas ok, the first jump at the same rescaled time
+    jumps = results["jumps"]["shallow_relu"]
+    assert (
+        rows[("shallow_relu", 1e-10, "units")]["ok"]
+        and rows[("shallow_relu", 1e-30, "units")]["ok"]
+    )
+    assert abs(jumps["1e-10"]["times"][0] / jumps["1e-30"]["times"][0] - 1) < 1e-2
     assert rows[("tanh", 1.0, "default")]["ok"]
     assert rows[("tanh", 1.0, "default")]["max_rel_error"] < 1e-6
     assert (tmp_path / "am" / "curves.png").stat().st_size > 10_000

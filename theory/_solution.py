@@ -31,9 +31,8 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
     kink_limited = (
         "The flow could not go on through the ReLU kinks: `two_layer_flow` used up its "
         "`max_kink_events` (crossings, sliding entries and exits; raise it), or in "
-        "`gradient_flow` a pre-activation slides along its kink (pushed into it from both "
-        "sides), which that flow does not integrate: `stats['kink_time']` and "
-        "`stats['kink_site']` say when and where; `two_layer_flow` slides on two-layer nets."
+        "`gradient_flow` more pre-activations slide along their kinks at once than "
+        "`max_sliding` (raise it; `stats['kink_time']` says when)."
     )
     below_tolerance = (
         "Some parameters are far below the absolute tolerance (a parameter leaf's largest "
