@@ -315,7 +315,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     enable_float64()
     key = jax.random.PRNGKey(args.seed)
-    horizon = 500.0 if args.quick else 1200.0
+    horizon = 600.0 if args.quick else 1200.0
     plt = pyplot()
     fig, axes = plt.subplots(1, 5, figsize=(22, 4))
     rows, extra = [], {}
