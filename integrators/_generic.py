@@ -204,24 +204,10 @@ def gradient_flow(
         dtype,
     )
     solver = diffrax.Tsit5() if solver is None else solver
-    out = _solve(
-        params,
-        static,
-        loss,
-        ts,
-        args,
-        tau,
-        tol,
-        scale,
-        floor,
-        observables,
-        save_model,
-        hold_kinks,
-        max_sliding,
-        solver,
-        stepsize_controller,
-        max_steps,
+    options = _Options(
+        observables, save_model, hold_kinks, max_sliding, solver, stepsize_controller, max_steps
     )
+    out = _solve(params, static, loss, ts, args, tau, tol, scale, floor, options)
     return out.raise_if_failed(throw)
 
 
@@ -237,26 +223,27 @@ def _below_tolerance(params, scale, floor):
     return small
 
 
+class _Options(eqx.Module):
+    """What selects the compiled program besides the shapes (static for `_solve`)."""
+
+    observables: object
+    save_model: bool
+    hold_kinks: bool
+    max_sliding: int
+    solver: diffrax.AbstractSolver
+    stepsize_controller: diffrax.AbstractStepSizeController
+    max_steps: int
+
+
 @eqx.filter_jit
-def _solve(
-    params,
-    static,
-    loss,
-    ts,
-    args,
-    tau,
-    tol,
-    scale,
-    floor,
-    observables,
-    save_model,
-    hold_kinks,
-    max_sliding,
-    solver,
-    stepsize_controller,
-    max_steps,
-):
+def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
     """The solve, compiled once per shapes and options (the inputs are checked)."""
+    observables, save_model, hold_kinks = (
+        options.observables,
+        options.save_model,
+        options.hold_kinks,
+    )
+    solver, stepsize_controller = options.solver, options.stepsize_controller
     dtype = ts.dtype
     dynamic, args_static = eqx.partition(args, eqx.is_array)
 
@@ -284,7 +271,7 @@ def _solve(
             )
 
     else:
-        flow = KinkFlow(kinked, to_params, transform, tau, max_sliding)
+        flow = KinkFlow(kinked, to_params, transform, tau, options.max_sliding)
         field = flow.field
         # plain closures (a bound method of the flow would carry its arrays as static fields)
         solver = HoldArgs(
@@ -326,7 +313,7 @@ def _solve(
         ),
         stepsize_controller=stepsize_controller,
         event=event,
-        max_steps=max_steps,
+        max_steps=options.max_steps,
         throw=False,
     )
     saved, y_final = sol.ys

@@ -1,8 +1,11 @@
-"""What several test modules share: a small orthonormal instance, and the bad-input tables."""
+"""What several test modules share: a small orthonormal instance, a small ReLU MLP regression,
+and the bad-input tables."""
 
 import inspect
 
+import equinox as eqx
 import jax
+import jax.numpy as jnp
 import pytest
 
 from dynamics import balanced_init, orthogonal_data
@@ -13,6 +16,21 @@ def orthogonal_instance(key, n, m, alpha, d=None):
     kx, kw = jax.random.split(key)
     X, y = orthogonal_data(n, d, key=kx)
     return X, y, balanced_init(m, X.shape[1], alpha, key=kw)
+
+
+def relu_mlp_problem(n, width, bias):
+    """A float64 ReLU `eqx.nn.MLP` (3 -> width -> width -> 1, with or without biases), n
+    Gaussian inputs with targets |x_0| - x_1, and its mean squared loss(model, (X, y))."""
+    mlp = eqx.nn.MLP(3, 1, width, 2, activation=jax.nn.relu, use_bias=bias,
+                     use_final_bias=bias, key=jax.random.PRNGKey(2))  # fmt: skip
+    mlp = jax.tree_util.tree_map(lambda x: x.astype(jnp.float64) if eqx.is_array(x) else x, mlp)
+    X = jax.random.normal(jax.random.PRNGKey(3), (n, 3), jnp.float64)
+
+    def loss(model, data):
+        X, y = data
+        return 0.5 * jnp.mean((jax.vmap(model)(X)[:, 0] - y) ** 2)
+
+    return mlp, loss, (X, jnp.abs(X[:, 0]) - X[:, 1])
 
 
 def table_rows(cases: dict) -> list:

@@ -3,6 +3,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import relu_mlp_problem
 from jax.flatten_util import ravel_pytree
 
 from benchmarks.any_model import Diagonal, diagonal_loss, diagonal_reference
@@ -178,24 +179,7 @@ def test_small_initialization_is_refused_without_units_and_right_with_them():
 def test_held_kinks_are_right_to_the_tolerance_where_the_plain_solve_is_not():
     # a bias-free ReLU MLP, no sliding before t = 4: at tol 1e-9 the plain solve's error
     # estimate misses the kinks (3e-7 off, measured), the held one charges them (1e-8)
-    mlp = eqx.nn.MLP(
-        3,
-        1,
-        6,
-        2,
-        activation=jax.nn.relu,
-        use_bias=False,
-        use_final_bias=False,
-        key=jax.random.PRNGKey(2),
-    )
-    mlp = jax.tree_util.tree_map(lambda x: x.astype(jnp.float64) if eqx.is_array(x) else x, mlp)
-    X = jax.random.normal(jax.random.PRNGKey(3), (12, 3), jnp.float64)
-    y = jnp.abs(X[:, 0]) - X[:, 1]
-
-    def loss(model, data):
-        X, y = data
-        return 0.5 * jnp.mean((jax.vmap(model)(X)[:, 0] - y) ** 2)
-
+    mlp, loss, (X, y) = relu_mlp_problem(12, 6, bias=False)
     ts = jnp.linspace(0.0, 4.0, 9)
     held = gradient_flow(mlp, loss, ts, args=(X, y), rtol=1e-9, atol=1e-9)
     reference = gradient_flow(mlp, loss, ts, args=(X, y), rtol=1e-12, atol=1e-12, hold_kinks=False)

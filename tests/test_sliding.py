@@ -3,6 +3,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import relu_mlp_problem
 
 from integrators import RESULTS, gradient_flow
 
@@ -41,15 +42,7 @@ def test_more_sliding_entries_than_slots_end_as_kink_limited():
 def test_a_sliding_relu_mlp_against_gradient_descent_extrapolated_to_step_0():
     # a ReLU MLP with biases whose flow slides on two entries (plain Tsit5 at tol 1e-9 runs
     # out of 100,000 steps there): against GD at lr 2e-4 and 1e-4, extrapolated
-    mlp = eqx.nn.MLP(3, 1, 8, 2, activation=jax.nn.relu, key=jax.random.PRNGKey(2))
-    mlp = jax.tree_util.tree_map(lambda x: x.astype(jnp.float64) if eqx.is_array(x) else x, mlp)
-    X = jax.random.normal(jax.random.PRNGKey(3), (16, 3), jnp.float64)
-    y = jnp.abs(X[:, 0]) - X[:, 1]
-
-    def loss(model, data):
-        X, y = data
-        return 0.5 * jnp.mean((jax.vmap(model)(X)[:, 0] - y) ** 2)
-
+    mlp, loss, (X, y) = relu_mlp_problem(16, 8, bias=True)
     ts = np.linspace(0.0, 3.0, 31)
     sol = gradient_flow(mlp, loss, jnp.asarray(ts), args=(X, y), rtol=1e-9, atol=1e-9)
     assert sol.ok and int(sol.stats["sliding_entries"]) >= 1
