@@ -17,7 +17,10 @@ Each site has a *switching variable* z (x - y, or x) whose sign is its pattern p
 interpreter rather than an activation wrapper: the models researchers bring are written with
 `jax.nn.relu`, `jnp.abs` and `jnp.where`, and `eqx.nn.MLP` takes any activation; rewriting
 the traced loss finds every such site without asking the model to change. Sites inside
-control flow (`scan`, `while`, `cond`) are evaluated as written, not held.
+control flow (`scan`, `while`, `cond`) and inside custom-derivative functions other than
+`jax.nn.relu` (whose rule a held evaluation would drop) are evaluated as written, not held.
+Integer max/min/abs are no kinks. Smooth functions written with max or abs (softplus,
+logsumexp) count as sites: held, exactly, at some cost in steps.
 
 Blend weights w (one per site entry, 0 normally) give out = held + w (other - held), the
 direction in which the true (switched) branch differs from the held one: their
@@ -32,6 +35,29 @@ _COMPARE = {"gt": 1, "ge": 1, "lt": -1, "le": -1}  # z = sign * (x - y)
 _MINMAX = {"max": 1, "min": -1}
 _CALL = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr"}
 _CUSTOM = {"custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr"}
+# custom-derivative functions whose rule is the derivative of their held branches (relu's
+# relu'(0) = 0): inlined. Any other custom rule is kept, its call bound as it is (a site
+# inside it is then not held: interpreting its primal would drop a surrogate gradient).
+_INLINED_CUSTOM = {"relu"}
+
+
+def _inlined(name, params) -> bool:
+    """A custom-derivative call that is interpreted (its held branches give its rule)."""
+    if name not in _CUSTOM or _CUSTOM[name] not in params:
+        return False
+    info = getattr(_closed(params[_CUSTOM[name]])[0], "debug_info", None)
+    return getattr(info, "func_name", None) in _INLINED_CUSTOM
+
+
+def _float(var) -> bool:
+    return jnp.issubdtype(var.aval.dtype, jnp.floating)
+
+
+def _blend(out, weight, other):
+    """out + weight (other - out), linear in the weight; a non-finite difference (an infinite
+    other branch: log_softmax's max(-inf, ...)) counts as 0."""
+    difference = other - out
+    return out + weight * jnp.where(jnp.isfinite(difference), difference, 0.0)
 
 
 def _closed(jaxpr):
@@ -48,11 +74,11 @@ def _tag(site_of, v):
 def _has_site(jaxpr) -> bool:
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
-        if name in _MINMAX or name == "abs":
+        if (name in _MINMAX or name == "abs" or name in _COMPARE) and _float(eqn.invars[0]):
             return True
-        if name in _COMPARE and jnp.issubdtype(eqn.invars[0].aval.dtype, jnp.floating):
-            return True
-        key = _CALL.get(name) or _CUSTOM.get(name)
+        key = _CALL.get(name)
+        if _inlined(name, eqn.params):
+            key = _CUSTOM[name]
         if key is not None and key in eqn.params and _has_site(_closed(eqn.params[key])[0]):
             return True
     return False
@@ -103,22 +129,22 @@ class _Run:
         """The outputs of one equation, and the site whose held boolean they carry (or None)."""
         name, params = eqn.primitive.name, eqn.params
         shape = eqn.outvars[0].aval.shape
-        if name in _MINMAX:
+        if name in _MINMAX and _float(eqn.outvars[0]):
             x, y = (jnp.broadcast_to(v, shape) for v in invals)
             z = _MINMAX[name] * (x - y)
             pattern, weight, _ = self._site(z > 0, z)
             out = jnp.where(pattern, x, y)
             if weight is not None:
-                out = out + weight * (jnp.where(pattern, y, x) - out)
+                out = _blend(out, weight, jnp.where(pattern, y, x))
             return [out], None
-        if name == "abs":
+        if name == "abs" and _float(eqn.outvars[0]):
             (x,) = invals
             pattern, weight, _ = self._site(x >= 0, x)
             out = jnp.where(pattern, x, -x)
             if weight is not None:
-                out = out - 2 * weight * out
+                out = _blend(out, weight, -out)
             return [out], None
-        if name in _COMPARE and jnp.issubdtype(eqn.invars[0].aval.dtype, jnp.floating):
+        if name in _COMPARE and _float(eqn.invars[0]):
             x, y = (jnp.broadcast_to(v, shape) for v in invals)
             z = _COMPARE[name] * (x - y)
             held = eqn.primitive.bind(x, y, **params)
@@ -130,17 +156,17 @@ class _Run:
             out = jax.lax.select_n(pred, *cases)
             if self.weights is not None:
                 weight = jnp.broadcast_to(self.weights[index], jnp.shape(pred))
-                out = out + weight * (jax.lax.select_n(~pred, *cases) - out)
+                out = _blend(out, weight, jax.lax.select_n(~pred, *cases))
             return [out], None
         if name == "convert_element_type" and _tag(site_of, eqn.invars[0]) is not None:
             (pred,) = invals
             index = _tag(site_of, eqn.invars[0])
             out = eqn.primitive.bind(pred, **params)
-            if self.weights is not None:
-                out = out + self.weights[index] * (eqn.primitive.bind(~pred, **params) - out)
+            if self.weights is not None and _float(eqn.outvars[0]):
+                out = _blend(out, self.weights[index], eqn.primitive.bind(~pred, **params))
             return [out], None
         key = _CALL.get(name)
-        if key is None and name in _CUSTOM and _has_site(_closed(params[_CUSTOM[name]])[0]):
+        if key is None and _inlined(name, params):
             key = _CUSTOM[name]
         if key is not None and key in params:
             inner, consts = _closed(params[key])

@@ -55,3 +55,25 @@ def test_sites_inside_an_equinox_mlp_and_under_jit():
     pattern, z = jax.jit(f.record)(params, X)
     assert pattern[0].shape == (5, 4) and z[1].shape == (5, 4)
     np.testing.assert_allclose(jax.jit(f.held)(pattern, None, params, X), loss(params, X))
+
+
+def test_review_cases_infinite_branches_integer_sites_and_custom_rules():
+    x = jnp.array([1.0, -2.0, 0.5])
+    # log_softmax holds max(-inf, max x): a zero blend weight must not make it NaN
+    f = KinkedFunction(lambda v: jnp.sum(jax.nn.log_softmax(v)), x)
+    pattern, z = f.record(x)
+    zeros = [jnp.zeros_like(s) for s in z]
+    np.testing.assert_allclose(f.held(pattern, zeros, x), jnp.sum(jax.nn.log_softmax(x)))
+    # integer max is no kink
+    g = KinkedFunction(lambda v: jnp.sum(v * jnp.maximum(jnp.arange(3) - 1, 1)), x)
+    assert g.num_sites == 0
+
+    # a custom derivative rule (a surrogate gradient) is kept, not interpreted away
+    @jax.custom_jvp
+    def spike(u):
+        return jnp.where(u > 0, 1.0, 0.0)
+
+    spike.defjvp(lambda p, t: (spike(p[0]), 0.5 * t[0]))
+    h = KinkedFunction(lambda v: jnp.sum(spike(v)), x)
+    pattern, _ = h.record(x)
+    np.testing.assert_allclose(jax.grad(lambda v: h.held(pattern, None, v))(x), 0.5)
