@@ -141,7 +141,8 @@ def gradient_flow(
       solution's `log_scale` (T, U) holds kappa_u. Without it, parameters far below `atol`
       make the solution not ok (`RESULTS.below_tolerance`).
     - `hold_kinks`: hold each step's pattern of the loss's kinks (module docstring); a loss
-      without kinks is integrated plainly either way.
+      without kink sites (max, min, abs, float comparisons: softplus and logsumexp have
+      them) is integrated plainly either way.
     - `max_sliding`: how many kink entries may slide at once (each costs one forward-mode
       direction per field evaluation while any slides); more end the solve as
       `RESULTS.kink_limited`.
@@ -149,8 +150,9 @@ def gradient_flow(
       flows) and the step budget; `solver` (default `diffrax.Tsit5()`) and
       `stepsize_controller` replace them. `throw=True` raises where the solve fails.
 
-    **Returns:** a `GradientFlowSolution`. Pure: `jax.jit` and `jax.vmap` over models (a
-    batch of models from `eqx.filter_vmap`) and data work.
+    **Returns:** a `GradientFlowSolution`. Pure: `eqx.filter_jit` and `eqx.filter_vmap`
+    over models (a batch of models from `eqx.filter_vmap`) and data work (plain `jax.vmap`
+    cannot return a model whose activation is a function, as `eqx.nn.MLP`'s is).
 
     A linear model fitting one point relaxes exponentially, loss(t) = loss(0) e^(-2 k t):
 
