@@ -53,6 +53,7 @@ from theory import RESULTS, HoldArgs, Solution, diffrax_stats
 from theory.checks import (
     check_flag,
     check_positive,
+    check_positive_int,
     check_solver_options,
     check_time_grid,
     check_time_scale,
@@ -175,12 +176,7 @@ def gradient_flow(
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
     check_flag("hold_kinks", hold_kinks)
-    if (
-        isinstance(max_sliding, bool)
-        or not isinstance(max_sliding, int | np.integer)
-        or max_sliding < 1
-    ):
-        raise ValueError(f"`max_sliding` must be an integer >= 1, got {max_sliding!r}")
+    max_sliding = check_positive_int("max_sliding", max_sliding)
     shape = eqx.filter_eval_shape(loss, model, args)
     if not (hasattr(shape, "shape") and shape.shape == ()):
         raise ValueError(f"`loss(model, args)` must return a scalar, got {shape}")

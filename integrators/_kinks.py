@@ -192,7 +192,6 @@ class KinkedFunction:
     def __init__(self, fn, *example):
         closed = jax.make_jaxpr(fn)(*example)
         self.jaxpr, self.consts = closed.jaxpr, closed.consts
-        self.treedef = jax.tree_util.tree_structure(example)
         run = _Run()
         jax.eval_shape(lambda *a: run.eval(self.jaxpr, self.consts, _leaves(a)), *example)
         self.num_sites = len(run.patterns)

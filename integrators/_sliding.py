@@ -161,7 +161,13 @@ class KinkFlow(eqx.Module):
             lam_flat = self._flat(self._weights(lam, previous))
             inside = (lam_flat >= 0) & (lam_flat <= 1)
             leave = slide & ~inside
-            zd = self._zdot(p, previous, self._weights(jnp.clip(lam, 0, 1), previous))
+            # the side a leaving entry moves to (a field evaluation only while some slide)
+            zd = jax.lax.cond(
+                jnp.any(slide),
+                lambda _: self._zdot(p, previous, self._weights(jnp.clip(lam, 0, 1), previous)),
+                lambda _: jnp.zeros(flat_pattern.shape, dtype),
+                None,
+            )
             flat_pattern = jnp.where(
                 slide & ~leave, held_before, jnp.where(leave, zd > 0, flat_pattern)
             )
