@@ -22,7 +22,9 @@ derivative, so no integration error can flip their sign and wake them (the failu
 polar coordinates, where frozen components decay relative to a growing neuron, a stiff mode
 that explicit solvers turn into tolerance-level noise of either sign). The parameters come
 back as v_ji = exp(kappa_j) psi_ji on live components, v_ji(0) on components frozen from the
-start, and 0 on components that reached the kink during the flow.
+start, and 0 on components that reached the kink during the flow. The field is the one
+rescaled two-layer field of `theory._rescaled` (gauge "norm", G = I), shared with
+`two_layer_flow`, `vanishing_flow` and the fast phases of `theory.saddle_jumps`.
 
 **Kinks.** A live component that reaches v_ji = 0 freezes, and the field jumps there; an
 adaptive solver that meets the jump inside a step shrinks the step to ~tol / |jump| and climbs
@@ -50,7 +52,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from dynamics import TwoLayerReLU
-from theory import RESULTS, HoldArgs, Solution, diffrax_stats
+from theory import RESULTS, HoldArgs, Solution, _rescaled as rescaled, diffrax_stats
 from theory.checks import (
     check_finite,
     check_flag,
@@ -95,22 +97,13 @@ def _overshoot(state0: ScaledState, state1: ScaledState, frame: _Frame) -> Scale
     return ScaledState(jnp.zeros_like(state1.log_scale), psi)
 
 
-def _safe_log_norm(x):
-    """log ||x|| row-wise without underflow for rows as small as 1e-300."""
-    scale = jnp.max(jnp.abs(x), axis=1)
-    scale = jnp.where(scale > 0, scale, 1.0)
-    return jnp.log(scale) + jnp.log(jnp.linalg.norm(x / scale[:, None], axis=1))
-
-
 def _initial_state(model: TwoLayerReLU, X) -> tuple[ScaledState, Float[Array, "m n"]]:
     v = model.W @ X.T
     theta = jnp.concatenate([model.a[:, None], v], axis=1)
     live = jnp.concatenate([model.a[:, None], jax.nn.relu(v)], axis=1)
     # a dead neuron (a_j = 0 and every v_ji <= 0) has no live part: it never moves, so it
     # keeps kappa = 0 and its frozen values, instead of log 0
-    dead = ~jnp.any(live != 0, axis=1)
-    kappa = jnp.where(dead, 0.0, _safe_log_norm(jnp.where(dead[:, None], 1.0, live)))
-    psi = jnp.exp(jnp.log(jnp.abs(theta)) - kappa[:, None]) * jnp.sign(theta)
+    kappa, psi = rescaled.log_polar(theta, live)
     return ScaledState(kappa, psi), jnp.minimum(v, 0.0)
 
 
@@ -121,30 +114,26 @@ def _to_model(state: ScaledState, frame: _Frame) -> TwoLayerReLU:
     return TwoLayerReLU(scale[:, 0] * state.psi[:, 0], v @ frame.X + frame.w_perp)
 
 
-def _residual(state: ScaledState, y):
-    act = jax.nn.relu(state.psi[:, 1:])
-    h = (jnp.exp(2.0 * state.log_scale) * state.psi[:, 0]) @ act
-    return act, h - y
-
-
 def _loss(state: ScaledState, y):
-    r = _residual(state, y)[1]
+    r = rescaled.residual(state.log_scale, state.psi[:, 0], jax.nn.relu(state.psi[:, 1:]), y)
     return 0.5 * jnp.mean(r * r)
 
 
 def _vector_field(t, state: ScaledState, frame: _Frame):
-    n = frame.y.shape[0]
-    psi_a = state.psi[:, 0]
-    act, r = _residual(state, frame.y)
-    live = state.psi[:, 1:] > 0 if frame.live is None else frame.live
-    g_a = act @ r / n
-    g_v = jnp.where(live, psi_a[:, None] * r[None, :], 0.0) / n
-    norm2 = psi_a * psi_a + jnp.sum(act * act, axis=1)
-    dkappa = (
-        -frame.tau * (psi_a * g_a + jnp.sum(act * g_v, axis=1)) / jnp.where(norm2 > 0, norm2, 1.0)
+    """The shared rescaled field (`theory._rescaled`, gauge "norm", G = I): the live
+    components move, the frozen ones get an exactly zero derivative."""
+    psi_v = state.psi[:, 1:]
+    live = psi_v > 0 if frame.live is None else frame.live
+    dkappa, dpsi_a, dpsi_v = rescaled.field(
+        state.log_scale,
+        state.psi[:, 0],
+        psi_v,
+        frame.y,
+        frame.tau,
+        act=jax.nn.relu(psi_v),
+        slope=live,
+        moving=live,
     )
-    dpsi_a = -frame.tau * g_a - psi_a * dkappa
-    dpsi_v = jnp.where(live, -frame.tau * g_v - state.psi[:, 1:] * dkappa[:, None], 0.0)
     return ScaledState(dkappa, jnp.concatenate([dpsi_a[:, None], dpsi_v], axis=1))
 
 

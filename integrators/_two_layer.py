@@ -18,7 +18,8 @@ ones.
 gauge d kappa_j/dt = -tau <psi_j, g_j> / ||psi_j||^2 (g_j the neuron's gradient divided by
 exp(kappa_j)), which keeps ||psi_j|| = 1: every component is O(1) whatever the neuron's size,
 so the absolute + relative tolerance is relative to each neuron's size at alpha = 1e-30 as
-at alpha = 1.
+at alpha = 1. This is the one rescaled two-layer field of `theory._rescaled` (gauge "norm",
+with the Gram matrix), shared with the other two-layer flows.
 
 **Kinks: event-located crossings and Filippov sliding.** The field is discontinuous where a
 pre-activation crosses 0. Between kink events the activation pattern is held fixed (each
@@ -75,7 +76,7 @@ import optimistix as optx
 from jaxtyping import Array, Float, Int
 
 from dynamics import TwoLayerReLU
-from theory import RESULTS, Solution
+from theory import RESULTS, Solution, _rescaled as rescaled
 from theory.checks import (
     check_finite,
     check_positive,
@@ -87,10 +88,9 @@ from theory.checks import (
     inexact,
 )
 
-from ._flow import _safe_log_norm, default_controller
+from ._flow import default_controller
 
 INACTIVE, ACTIVE, SLIDING = 0, 1, 2
-_MAX_LOG_SIZE = 600.0  # caps exp(2 kappa) in trial stages (see `_vanishing`)
 _KINK_TOL = 1e-9  # pre-activations (in units of the neuron's size) treated as on the kink
 _NUDGE = 1e-13  # where a classified entry restarts, on its side of the kink
 _RELEASE_ROUNDS = 6  # consistency and release rounds after a kink event
@@ -148,10 +148,8 @@ class _Frame(eqx.Module):
 
 
 def _residual(kappa, psi, frame):
-    pa, pz = psi[:, 0], psi[:, 1:]
-    act = jnp.where(frame.mode == ACTIVE, pz, 0.0)
-    h = (jnp.exp(jnp.minimum(2.0 * kappa, _MAX_LOG_SIZE)) * pa) @ act
-    return act, h - frame.y
+    act = jnp.where(frame.mode == ACTIVE, psi[:, 1:], 0.0)
+    return act, rescaled.residual(kappa, psi[:, 0], act, frame.y)
 
 
 def _sliding_weights(r, frame):
@@ -184,24 +182,44 @@ def _sliding_weights(r, frame):
     return jax.lax.cond(jnp.any(S), solve, lambda: jnp.zeros_like(r, shape=S.shape))
 
 
-def _field_parts(kappa, psi, frame):
-    n = frame.y.shape[0]
-    pa, pz = psi[:, 0], psi[:, 1:]
-    act, r = _residual(kappa, psi, frame)
+def _slopes(r, frame):
+    """The activation slopes s_ji (1 active, 0 inactive, the Filippov weight sigma_ji on the
+    kink) and sigma itself."""
     sigma = _sliding_weights(r, frame)
     s = jnp.where(frame.mode == ACTIVE, 1.0, jnp.where(frame.mode == SLIDING, sigma, 0.0))
-    g_a = act @ r / n
-    g_z = pa[:, None] * ((s * r[None, :]) @ frame.G) / n
-    return pa, pz, r, sigma, g_a, g_z
+    return s, sigma
+
+
+def _field_parts(kappa, psi, frame):
+    act, r = _residual(kappa, psi, frame)
+    s, sigma = _slopes(r, frame)
+    g_a, g_z = rescaled.gradients(psi[:, 0], act, s, r, frame.G)
+    return psi[:, 0], psi[:, 1:], r, sigma, g_a, g_z
+
+
+def _velocity(kappa, psi, frame):
+    """dz/dt of every entry in units of its neuron's size (psi), on the kink (z = 0)."""
+    return -frame.tau * _field_parts(kappa, psi, frame)[5]
 
 
 def _vector_field(t, state, frame):
+    """The shared rescaled field (`theory._rescaled`, gauge "norm") with the Gram coupling:
+    every entry moves but the sliding ones, held on the kink."""
     kappa, psi = state
-    pa, pz, _, _, g_a, g_z = _field_parts(kappa, psi, frame)
-    norm2 = pa * pa + jnp.sum(pz * pz, axis=1)
-    dkappa = -frame.tau * (pa * g_a + jnp.sum(pz * g_z, axis=1)) / jnp.where(norm2 > 0, norm2, 1.0)
-    dpa = -frame.tau * g_a - pa * dkappa
-    dpz = jnp.where(frame.mode == SLIDING, 0.0, -frame.tau * g_z - pz * dkappa[:, None])
+    act, r = _residual(kappa, psi, frame)
+    s, _ = _slopes(r, frame)
+    dkappa, dpa, dpz = rescaled.field(
+        kappa,
+        psi[:, 0],
+        psi[:, 1:],
+        frame.y,
+        frame.tau,
+        act=act,
+        slope=s,
+        moving=frame.mode != SLIDING,
+        gram=frame.G,
+        r=r,
+    )
     return dkappa, jnp.concatenate([dpa[:, None], dpz], axis=1)
 
 
@@ -217,11 +235,6 @@ def _distance_of(mode, pz, sigma):
     return jnp.where(
         mode == ACTIVE, pz, jnp.where(mode == INACTIVE, -pz, jnp.minimum(sigma, 1.0 - sigma))
     )
-
-
-def _velocity(kappa, psi, frame):
-    """dz/dt of every entry in units of its neuron's size (psi), on the kink (z = 0)."""
-    return -frame.tau * _field_parts(kappa, psi, frame)[5]
 
 
 def _event_condition(t, y, args, **kwargs):
@@ -295,9 +308,7 @@ def _classify(state, frame, candidates):
 def _initial(model: TwoLayerReLU, X):
     Z = model.W @ X.T
     theta = jnp.concatenate([model.a[:, None], Z], axis=1)
-    dead = ~jnp.any(theta != 0, axis=1)
-    kappa = jnp.where(dead, 0.0, _safe_log_norm(jnp.where(dead[:, None], 1.0, theta)))
-    psi = jnp.exp(jnp.log(jnp.abs(theta)) - kappa[:, None]) * jnp.sign(theta)
+    kappa, psi = rescaled.log_polar(theta, theta)
     mode = jnp.where(Z > 0, ACTIVE, INACTIVE)
     return (kappa, psi), mode, Z
 

@@ -23,7 +23,9 @@ The exponents move at O(1) rates (at a saddle, d ell_j/dt = ||D_j||, Algorithm 1
 directions move tau times faster. Every alpha-dependent factor is exp(2 tau ell_j), which is
 exactly 0 in float64 for a neuron far below the jump (tau |ell_j| > 745), as it is in the limit.
 Components with psi_ji <= 0 are frozen for ever (the exact flow on orthonormal data), so no
-integration error can flip their sign and wake them.
+integration error can flip their sign and wake them. This is the one rescaled two-layer
+field of `theory._rescaled` in its "balanced" gauge (lam_j = tau ell_j), shared with the
+other two-layer flows.
 
 **Stiffness.** After a neuron has fitted its samples it relaxes at rate ~ tau a_j^2 / n: the
 rescaled flow itself is stiff, by a factor tau. An explicit method (Dopri5) then runs at its
@@ -61,7 +63,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from dynamics import TwoLayerReLU
-from theory import RESULTS, HoldArgs, Solution, diffrax_stats
+from theory import RESULTS, HoldArgs, Solution, _rescaled as rescaled, diffrax_stats
 from theory.checks import (
     check_finite,
     check_flag,
@@ -136,34 +138,30 @@ class VanishingSolution(Solution):
         return TwoLayerReLU(self.signs * size, W)
 
 
-# A trial stage far past a jump (an oversized step) can put 2 tau ell in the thousands. Its
-# exp overflows to inf, and inf * 0 in the direction field (exactly 0 where psi_j = 1 on one
-# sample) gave NaN error estimates that the controller rejected forever. Capping the exponent
-# at e^600 keeps every trial stage finite, so such a step is rejected with a huge finite error
-# and shrunk; accepted states never come near the cap (there h = O(|y|)).
-_MAX_LOG_SIZE = 600.0
-
-
 def _size2(ell, tau):
-    """a_j^2 = exp(2 tau ell_j), capped at e^600 for trial stages far past a jump."""
-    return jnp.exp(jnp.minimum(2.0 * tau * ell, _MAX_LOG_SIZE))
-
-
-def _prediction(ell, psi, signs, tau):
-    size2 = _size2(ell, tau)
-    return (signs * size2) @ jax.nn.relu(psi)
+    """a_j^2 = exp(2 tau ell_j), capped for trial stages far past a jump (`theory._rescaled`)."""
+    return rescaled.size2(tau * ell)
 
 
 def _vector_field(t, state, args):
+    """The shared rescaled field (`theory._rescaled`, gauge "balanced", G = I) in fast time
+    s = tau t (tau = 1 there), converted to this state: d ell/dt = dL/ds (ell = L / tau) and
+    d psi/dt = tau d psi/ds."""
     ell, psi = state
     signs, y, tau = args[:3]
     live = psi > 0 if len(args) == 3 else args[3]
-    n = y.shape[0]
-    act = jax.nn.relu(psi)
-    r = _prediction(ell, psi, signs, tau) - y
-    dell = -signs * (act @ r) / n
-    dpsi = jnp.where(live, -tau * (signs[:, None] * r[None, :] / n + psi * dell[:, None]), 0.0)
-    return dell, dpsi
+    dL, _, dpsi = rescaled.field(
+        tau * ell,
+        signs,
+        psi,
+        y,
+        1.0,
+        act=jax.nn.relu(psi),
+        slope=1.0,
+        moving=live,
+        gauge="balanced",
+    )
+    return dL, tau * dpsi
 
 
 def _step_args(t, state, args):
@@ -194,7 +192,7 @@ def _shifted_solve(vector_field, t, state, args, shift):
     signs, y, tau = args[:3]
     n = y.shape[0]
     size2 = _size2(ell, tau)
-    dsize2 = jnp.where(2.0 * tau * ell < _MAX_LOG_SIZE, 2.0 * tau * size2, 0.0)  # d/d ell
+    dsize2 = jnp.where(2.0 * tau * ell < rescaled.MAX_LOG_SIZE2, 2.0 * tau * size2, 0.0)  # d/d ell
     live = psi > 0
     act = jnp.where(live, psi, 0.0)
     r = (signs * size2) @ act - y
@@ -349,7 +347,7 @@ def _solve(y, signs, directions, ts, tau, solver, stepsize_controller, max_steps
 
     def save(t, state, args):
         ell, psi = state
-        r = _prediction(ell, psi, signs, tau) - y
+        r = rescaled.residual(tau * ell, signs, jax.nn.relu(psi), y)
         out = (0.5 * jnp.mean(r * r), ell, jnp.sum(jnp.exp(2.0 * tau * ell)))
         return out + ((reported(psi),) if save_directions else ())
 

@@ -44,33 +44,58 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
+from . import _rescaled as rescaled
 from ._hold import HoldArgs
 from ._solution import RESULTS
 
 S0 = 18.0  # a window starts when the leading neuron has e^L = e^-18 (products e^-36)
 S1 = 18.0  # and ends 18 / G after its crossing of L = 0 (the fit has relaxed by e^-36)
-_MAX_LOG_SIZE2 = 40.0  # cap on 2 L inside trial stages (accepted states stay below ~ 4)
 RTOL = 1e-8
 MAX_STEPS = 100_000
+# The fast phases' cap on 2 L in trial stages, far below the other flows' 600: their state is
+# L itself (not ell = L / tau) and a window starts with the group at e^-18, so diffrax's first
+# steps are long. With 2 L capped at 300 or 600, such a step overshoots the jump, its capped
+# stages give a state of size ~e^150 whose error is small *relative* to it, the step is
+# accepted, and every later step overflows and is rejected (measured on a seed of the quick
+# main job: 4 steps accepted, 99,996 rejected, `max_steps`). A fitted neuron has
+# e^(2 L) = O(max |y|), so e^40 above that leaves 17 orders of headroom and no such state.
+MAX_LOG_SIZE2 = 40.0
 POINTS = 1024  # loss points saved per finite-alpha window (crossings to ~1e-6 in t)
 
 
 def _residual(E0, D, psi, signs, y, active, fitted):
     """r = h - y with h = sum_j s_j e^(2 (E0_j + D_j)) relu(psi_j) over the active neurons (0 on
     the samples marked fitted)."""
-    size2 = jnp.where(active, jnp.exp(jnp.minimum(2.0 * (E0 + D), _MAX_LOG_SIZE2)), 0.0)
-    return jnp.where(fitted, 0.0, (signs * size2) @ jax.nn.relu(psi) - y)
+    log_size = jnp.where(active, E0 + D, -jnp.inf)
+    r = rescaled.residual(log_size, signs, jax.nn.relu(psi), y, cap=_cap(y))
+    return jnp.where(fitted, 0.0, r)
+
+
+def _cap(y):
+    """The fast phases' cap on 2 L: e^40 above the largest label (`MAX_LOG_SIZE2` note)."""
+    return MAX_LOG_SIZE2 + jnp.log(jnp.maximum(jnp.max(jnp.abs(y)), jnp.finfo(y.dtype).tiny))
 
 
 def _field(s, state, args):
+    """The shared rescaled field (`theory._rescaled`, gauge "balanced", G = I, tau = 1: fast
+    time), on the active neurons only, with the fitted samples' residual held at 0."""
     D, psi = state
     E0, signs, y, active, fitted = args[:5]
-    n = y.shape[0]
     r = _residual(E0, D, psi, signs, y, active, fitted)
-    dD = jnp.where(active, -signs * (jax.nn.relu(psi) @ r) / n, 0.0)
     live = ((psi > 0) if len(args) == 5 else args[5]) & active[:, None]
-    dpsi = jnp.where(live, -(signs[:, None] * r[None, :] / n + psi * dD[:, None]), 0.0)
-    return dD, dpsi
+    dD, _, dpsi = rescaled.field(
+        E0 + D,
+        signs,
+        psi,
+        y,
+        1.0,
+        act=jax.nn.relu(psi),
+        slope=1.0,
+        moving=live,
+        gauge="balanced",
+        r=r,
+    )
+    return jnp.where(active, dD, 0.0), dpsi
 
 
 def _held_live(s, state, args):

@@ -47,6 +47,13 @@ def _changed(a, b):
     return out
 
 
+def _finite(tree):
+    out = jnp.asarray(True)
+    for x in jax.tree_util.tree_leaves(tree):
+        out = out & jnp.all(jnp.isfinite(x))
+    return out
+
+
 def _nonzero(tree):
     out = jnp.asarray(False)
     for x in jax.tree_util.tree_leaves(tree):
@@ -189,6 +196,11 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver):
             error = jax.tree_util.tree_map(
                 lambda err, x: jnp.where(reject, jnp.inf, jnp.abs(err) + jnp.abs(x)), error, extra
             )
+        # a trial step whose stages overflowed (inf, or inf * 0 = NaN) is rejected: diffrax's
+        # controller turns a NaN error into a NaN step size (a solve that spins to
+        # `max_steps`), an infinite one into its smallest step factor
+        bad = ~(_finite(y1) & _finite(error))
+        error = jax.tree_util.tree_map(lambda e: jnp.where(bad, jnp.inf, e), error)
         if self.stop is not None:
             # the step that finds a stop ends the solve where it started
             stop = self.stop(held)
