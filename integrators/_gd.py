@@ -1,4 +1,5 @@
-"""Full-batch gradient descent with optax, in one compiled loop, on orthonormal data."""
+"""Full-batch gradient descent with optax, in one compiled loop, on any inputs (in the data
+basis where they are orthonormal)."""
 
 import jax
 import jax.numpy as jnp
@@ -10,6 +11,7 @@ from dynamics import TwoLayerReLU, square_loss, tangent_kernel_max
 from theory import RESULTS, Solution
 from theory.checks import (
     check_finite,
+    check_flag,
     check_orthonormal_rows,
     check_positive,
     check_positive_int,
@@ -17,6 +19,7 @@ from theory.checks import (
     check_shape,
     check_value,
     inexact,
+    is_concrete,
 )
 
 
@@ -65,6 +68,20 @@ def _basis_loss(params, y):
     return 0.5 * jnp.mean(r * r)
 
 
+def _input_loss(params, X, y):
+    """L = 1/(2n) sum_i (sum_j a_j relu(<w_j, x_i>) - y_i)^2 in the parameters (a, W)."""
+    a, W = params
+    return _basis_loss((a, W @ X.T), y)
+
+
+def _is_orthonormal(X, atol=1e-6) -> bool | None:
+    """Whether the rows of a concrete X are orthonormal to `atol`; None for a traced X."""
+    if not is_concrete(X):
+        return None
+    X = np.asarray(X, dtype=np.float64)
+    return bool(np.max(np.abs(X @ X.T - np.eye(X.shape[0]))) <= atol)
+
+
 def gradient_descent(
     X: Float[Array, "n d"],
     y: Float[Array, " n"],
@@ -75,6 +92,7 @@ def gradient_descent(
     max_steps: int = 1_000_000,
     num_checkpoints: int = 100,
     max_loss=jnp.inf,
+    orthonormal: bool | None = None,
     throw: bool = False,
 ) -> GDSolution:
     """theta_{k+1} = theta_k - eta grad L(theta_k) (`optax.sgd`) until L <= `tol` or `max_steps`.
@@ -82,33 +100,54 @@ def gradient_descent(
     A run whose loss becomes non-finite or exceeds `max_loss` (an unstable step) stops there
     with `result = RESULTS.diverged`, instead of spending the remaining steps.
 
-    L = 1/(2n) sum_i (h(x_i) - y_i)^2 on inputs `X` with orthonormal rows (`ValueError`
-    otherwise). Because the rows are orthonormal, GD is run exactly in the data basis
-    v_ji = <w_j, x_i>: the gradient of w_j lies in span{x_i}, so the part of w_j orthogonal to
-    the data never moves, and one step costs O(m n) instead of O(m n d). One compiled loop: a
+    L = 1/(2n) sum_i (h(x_i) - y_i)^2 on inputs `X` (n, d), any: n > d, correlated or
+    duplicated rows. **Which dynamics** (`orthonormal`):
+
+    - `True`: X has orthonormal rows (`ValueError` otherwise, max |X X^T - I| <= 1e-6), and GD
+      is run exactly in the data basis v_ji = <w_j, x_i>: the gradient of w_j lies in
+      span{x_i}, so the part of w_j orthogonal to the data never moves, and one step costs
+      O(m n) instead of O(m n d). The coupling |X X^T - I| <= 1e-6 is ignored: this is GD for
+      exactly orthonormal inputs (the dynamics of `orthogonal_flow`); at small alpha, GD on
+      the given float64 X differs once that coupling is not far below alpha (measured in
+      `orthogonal_flow`'s docstring).
+    - `False`: GD on the given X itself, coupling and all (the dynamics of `two_layer_flow`
+      with `gram_tol=0`), in the parameters (a, W): O(m n d) per step.
+    - `None` (default): `True` where X is concrete with orthonormal rows, else `False`;
+      inside `jit`/`vmap` (X traced) `True`, checked (pass `orthonormal=False` there for
+      other inputs).
+
+    One compiled loop: a
     `lax.scan` over log-spaced checkpoints (`checkpoint_steps`), each a `lax.while_loop` of
     steps that stops early once converged. GD with step eta follows the gradient flow at
     ordinary time t = k eta, i.e. rescaled time k eta / log(1/alpha). Pure and `jax.vmap`-able
     over models and data; `learning_rate` may be an array, so an eta sweep does not recompile.
     `throw=True` raises unless the run converged.
 
-    Like `orthogonal_flow`, this is GD for exactly orthonormal inputs: X enters only through
-    V0 = W X^T and the final W, and its coupling |X X^T - I| (allowed up to 1e-6) is ignored;
-    at small alpha, GD on the given X itself differs once that coupling is not far below
-    alpha (measured in `orthogonal_flow`'s docstring).
-
     >>> X, y = jnp.eye(2), jnp.array([1.0, -1.0])
     >>> model = TwoLayerReLU(jnp.array([0.1, -0.1]), 0.1 * jnp.eye(2))
     >>> sol = gradient_descent(X, y, model, learning_rate=0.5)
     >>> bool(sol.ok), bool(sol.final_loss <= 1e-10), int(sol.stats["num_steps"]) < 200
     (True, True, True)
+
+    Correlated inputs (n > d here) run GD on X itself:
+
+    >>> X = jnp.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]])
+    >>> sol = gradient_descent(X, jnp.array([1.0, 1.4, 0.8]), model, learning_rate=0.5)
+    >>> bool(sol.ok)
+    True
     """
     n, d = X.shape
+    if orthonormal is None:
+        orthonormal = _is_orthonormal(X) is not False
+    orthonormal = check_flag("orthonormal", orthonormal)
     check_shape("y", y, (n,))
     check_shape("model.W", model.W, (None, d))
     check_representable(model.a, model.W)
     targets = checkpoint_steps(max_steps, num_checkpoints)
-    X = check_orthonormal_rows("X", check_finite("X", inexact(X, model.a.dtype)))
+    X = check_finite("X", inexact(X, model.a.dtype))
+    if orthonormal:
+        hint = "; for GD on other inputs pass `orthonormal=False`"
+        X = check_orthonormal_rows("X", X, hint=hint)
     y = check_finite("y", inexact(y, model.a.dtype))
     tol = check_positive("tol", tol, allow_zero=True, scalar=True)
     max_loss = check_value(
@@ -117,7 +156,10 @@ def gradient_descent(
     a0 = check_finite("model.a", model.a)
     eta = jnp.asarray(check_positive("learning_rate", learning_rate, scalar=True), model.a.dtype)
     optimizer = optax.sgd(eta)
-    value_and_grad = jax.value_and_grad(_basis_loss)
+    if orthonormal:
+        value_and_grad = jax.value_and_grad(_basis_loss)
+    else:
+        value_and_grad = jax.value_and_grad(lambda params, y: _input_loss(params, X, y))
 
     def body(carry):
         params, opt_state, step, _, grad = carry
@@ -132,7 +174,8 @@ def gradient_descent(
         )
         return carry, carry[3]
 
-    V0 = check_finite("model.W", model.W) @ X.T
+    W0 = check_finite("model.W", model.W)
+    V0 = W0 @ X.T if orthonormal else W0
     params0 = (a0, V0)
     loss0, grad0 = value_and_grad(params0, y)
     carry0 = (params0, optimizer.init(params0), jnp.zeros((), jnp.int32), loss0, grad0)
@@ -145,7 +188,7 @@ def gradient_descent(
     out = GDSolution(
         steps=jnp.asarray(targets),
         loss=losses,
-        model=TwoLayerReLU(a, model.W + (V - V0) @ X),
+        model=TwoLayerReLU(a, model.W + (V - V0) @ X if orthonormal else V),
         final_loss=loss,
         learning_rate=eta,
         result=result,
@@ -164,6 +207,7 @@ def stable_gradient_descent(
     tol: float = 1e-10,
     max_steps: int = 1_000_000,
     num_checkpoints: int = 100,
+    orthonormal: bool | None = None,
     throw: bool = False,
 ) -> GDSolution:
     """`gradient_descent` at the largest stable step found by halving:
@@ -174,7 +218,8 @@ def stable_gradient_descent(
     stability 2 / lambda_max, and the kernel can grow during training at small width, hence
     the halving. `kernel_max` passes lambda_max(K(theta_0)) when it is already known (inside
     a sharded sweep on XLA:CPU, compute it outside: LAPACK there can deadlock, see
-    `integrators.sweep`). The solution's `learning_rate` is the step that was used.
+    `integrators.sweep`). The solution's `learning_rate` is the step that was used;
+    `orthonormal` is `gradient_descent`'s.
 
     >>> X, y = jnp.eye(2), jnp.array([1.5, -0.5])
     >>> model = TwoLayerReLU(jnp.array([1.0, -1.0]), jnp.eye(2))
@@ -199,6 +244,7 @@ def stable_gradient_descent(
             max_steps=max_steps,
             num_checkpoints=num_checkpoints,
             max_loss=10 * loss0,
+            orthonormal=orthonormal,
         )
 
     def unstable(sol):

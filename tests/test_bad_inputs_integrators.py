@@ -96,9 +96,23 @@ CASES = {
         ),
         (lambda: I.gradient_descent(X2, Y2, NET, learning_rate=0.5, tol=-1.0), ValueError, "tol"),
         (lambda: I.gradient_descent(X2, Y2[:1], NET, learning_rate=0.5), ValueError, "`y`"),
+        (
+            lambda: I.gradient_descent(2 * X2, Y2, NET, learning_rate=0.5, orthonormal=True),
+            ValueError,
+            "orthonormal",
+        ),
+        (
+            lambda: I.gradient_descent(X2, Y2, NET, learning_rate=0.5, orthonormal="yes"),
+            ValueError,
+            "orthonormal",
+        ),
     ],
     "stable_gradient_descent": [
-        (lambda: I.stable_gradient_descent(2 * X2, Y2, NET), ValueError, "orthonormal")
+        (
+            lambda: I.stable_gradient_descent(2 * X2, Y2, NET, orthonormal=True),
+            ValueError,
+            "orthonormal",
+        )
     ],
     "margin_gradient_descent": [
         (

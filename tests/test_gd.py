@@ -1,3 +1,4 @@
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -89,3 +90,61 @@ def test_checkpoints():
         checkpoint_steps(10, 0)
     with pytest.raises(ValueError, match="max_steps"):
         checkpoint_steps(0, 3)
+
+
+def _numpy_gd(X, y, a, W, eta, steps):
+    """An independent reference: GD on (a, W) written out by hand in numpy, relu'(0) = 0."""
+    X, y, a, W = (np.asarray(v, np.float64) for v in (X, y, a, W))
+    n = len(y)
+    for _ in range(steps):
+        Z = W @ X.T
+        act = np.maximum(Z, 0.0)
+        r = a @ act - y
+        ga = act @ r / n
+        gW = (a[:, None] * (Z > 0) * r[None, :] / n) @ X
+        a, W = a - eta * ga, W - eta * gW
+    r = a @ np.maximum(W @ X.T, 0.0) - y
+    return a, W, 0.5 * np.mean(r * r)
+
+
+@pytest.mark.parametrize("inputs", ["more_samples", "correlated", "duplicated"])
+def test_gradient_descent_on_any_inputs_is_gd_on_those_inputs(inputs):
+    k1, k2, k3 = jax.random.split(jax.random.PRNGKey(7), 3)
+    n, d = {"more_samples": (12, 5), "correlated": (6, 6), "duplicated": (6, 8)}[inputs]
+    X = jax.random.normal(k1, (n, d)) / np.sqrt(d)
+    if inputs == "correlated":
+        X = X + 0.8 * X[:1]
+    if inputs == "duplicated":
+        X = X.at[3].set(X[0])
+    y = jax.random.normal(k2, (n,))
+    model = he_uniform_init(10, d, key=k3)
+    sol = gradient_descent(X, y, model, learning_rate=0.05, max_steps=300, tol=0.0)
+    a, W, loss = _numpy_gd(X, y, model.a, model.W, 0.05, 300)
+    assert int(sol.stats["num_steps"]) == 300
+    np.testing.assert_allclose(sol.model.a, a, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(sol.model.W, W, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(sol.final_loss, loss, rtol=1e-10)
+    # the same run under jit and vmap (X traced: say which dynamics)
+    run = jax.jit(
+        lambda X: (
+            gradient_descent(
+                X, y, model, learning_rate=0.05, max_steps=300, tol=0.0, orthonormal=False
+            ).final_loss
+        )
+    )
+    np.testing.assert_allclose(run(X), loss, rtol=1e-10)
+    np.testing.assert_allclose(jax.vmap(run)(jnp.stack([X, X])), [loss, loss], rtol=1e-10)
+
+
+def test_gradient_descent_picks_the_data_basis_on_orthonormal_inputs():
+    X, y = orthogonal_data(8, key=jax.random.PRNGKey(3))
+    model = he_uniform_init(16, 8, key=jax.random.PRNGKey(4))
+    basis = gradient_descent(X, y, model, learning_rate=0.3, max_steps=500, tol=0.0)
+    plain = gradient_descent(
+        X, y, model, learning_rate=0.3, max_steps=500, tol=0.0, orthonormal=False
+    )
+    np.testing.assert_allclose(basis.final_loss, plain.final_loss, rtol=1e-9)
+    np.testing.assert_allclose(basis.model.W, plain.model.W, rtol=1e-8, atol=1e-12)
+    # inside jit X is traced: the data basis by default, refused for other inputs
+    with pytest.raises(Exception, match="orthonormal=False"):
+        eqx.filter_jit(lambda X: gradient_descent(X, y, model, learning_rate=0.3).final_loss)(2 * X)

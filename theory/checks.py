@@ -140,7 +140,7 @@ def check_time_scale(time_scale, dtype=None):
     return jnp.asarray(check_positive("time_scale", time_scale, scalar=True), dtype)
 
 
-def check_orthonormal_rows(name: str, X, atol: float = 1e-6):
+def check_orthonormal_rows(name: str, X, atol: float = 1e-6, hint: str = ""):
     """Check that the rows of `X` (n, d) are orthonormal: X X^T = I_n to `atol`; returns `X`.
 
     >>> X = check_orthonormal_rows("X", jnp.eye(2, 3))
@@ -151,7 +151,7 @@ def check_orthonormal_rows(name: str, X, atol: float = 1e-6):
     gram = X @ X.T
     err = jnp.max(jnp.abs(gram - jnp.eye(n, dtype=gram.dtype)))
     given = f", got max |X X^T - I| = {_shown(err)}" if is_concrete(err) else ""
-    message = f"the rows of `{name}` must be orthonormal (X X^T = I to {atol:g}){given}"
+    message = f"the rows of `{name}` must be orthonormal (X X^T = I to {atol:g}){given}{hint}"
     return check_value(X, err <= atol, message)
 
 
