@@ -180,8 +180,10 @@ class _TimeIllinois(optx.AbstractRootFinder):
         return state.converged, optx.RESULTS.successful
 
     def postprocess(self, fn, y, aux, args, options, state, tags, result):
-        del fn, args, options, tags, result
-        return y, aux, {}
+        # the end at or past the root: the entry that stopped the solve has reached its kink
+        # (a weight on the boundary of [0, 1] or past it), so the event is processed as one
+        del fn, y, args, options, tags, result
+        return state.upper, aux, {}
 
 
 class TwoLayerFlowSolution(Solution):
