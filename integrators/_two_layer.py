@@ -24,7 +24,8 @@ with the Gram matrix), shared with the other two-layer flows.
 **Kinks: event-located crossings and Filippov sliding.** The field is discontinuous where a
 pre-activation crosses 0. Between kink events the activation pattern is held fixed (each
 z_ji is active, inactive or *sliding*), which makes the field smooth, so the adaptive solver
-never straddles a discontinuity: a diffrax event (bisection on the dense output) locates the
+never straddles a discontinuity: a diffrax event (a safeguarded Illinois regula falsi on the
+dense output, `_TimeIllinois`, stopping at the bracket's end past the crossing) locates the
 first z_ji to reach 0 (or the first sliding weight to reach 0 or 1), the solve stops there,
 and the pattern is updated by the one-sided fields. With d_+ and d_- the velocities of z_ji
 with sample i counted active or inactive for neuron j:
@@ -45,7 +46,9 @@ per neuron at a time, the worst first (`_classify`). Where the sliding system is
 (duplicated inputs), a least-squares weight is used. An entry that moves slower than `atol`
 per unit time restarts `atol` off the kink rather than a hair (1e-13) off it: near a fitted
 interpolator the residual is ~1e-9, and a hair's breadth was recrossed at once, a Zeno loop
-of events at a fixed time.
+of events at a fixed time. So was an event located on the near side of its crossing: the
+weight that stopped the solve, still inside [0, 1] by ~1e-15, was classified as no change and
+fired again; events therefore stop at the bracket's end past the crossing.
 
 The accuracy is the solver's tolerance away from the kinks and the root finder's (1e-13 in
 time) at them: nothing is smoothed and no step is forced. Measured against gradient descent

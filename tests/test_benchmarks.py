@@ -234,3 +234,15 @@ def test_any_model(tmp_path):
     assert rows[("tanh", 1.0, "default")]["ok"]
     assert rows[("tanh", 1.0, "default")]["max_rel_error"] < 1e-6
     assert (tmp_path / "am" / "curves.png").stat().st_size > 10_000
+
+
+def test_two_layer_vs_gd(tmp_path):
+    stdout, results = run_quick("two_layer_vs_gd", tmp_path / "tg")
+    (row,) = results["rows"]
+    assert row["flow_ok"] and row["flow_kink_events"] > 0
+    # the flow agrees with GD extrapolated to step 0, up to the reference's own uncertainty
+    assert row["flow_max_rel_error"] < 1e-3 + 2 * row["reference_uncertainty"]
+    # GD's error is first order in its step
+    errors = [row["gd_rel_error"][k] for k in sorted(row["gd_rel_error"], key=float)]
+    assert errors[0] < errors[1] < errors[2]
+    assert "flow / GD" in stdout

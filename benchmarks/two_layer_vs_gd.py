@@ -1,0 +1,201 @@
+"""`two_layer_flow` against gradient descent at the same accuracy, on Gaussian inputs.
+
+Rows N(0, I_d / d), Gaussian labels, a balanced init of width m at alpha, in the rescaled
+time tau = log(1/alpha). The reference is gradient descent on the same X extrapolated to step
+0: GD at three steps eta, eta/2, eta/4 (a plain `lax.scan`, saved every few steps on one grid
+of times t = k eta / tau), combined by Richardson to second order,
+(8 L(eta/4) - 6 L(eta/2) + L(eta)) / 3. Its own uncertainty is the gap to the first-order
+combination 2 L(eta/4) - L(eta/2), reported beside it.
+
+The flow is solved on that grid of times (compilation excluded: a second call is timed). GD's
+error is first order in eta (measured: it halves with eta), so the step at which GD reaches
+an accuracy E is eta_E = eta * E / err(eta); the engine's `gradient_descent` (on X itself,
+`orthonormal=False`) is timed directly at the step that reaches 1e-3 and, at the flow's own
+accuracy, from its measured cost per step times the steps that eta_E needs.
+
+Writes `results.json` (`rows`: one per case) and `losses.png` to `--out`.
+
+    python -m benchmarks.two_layer_vs_gd [--quick]
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks._common import Timer, enable_float64, log, parser, pyplot, save_figure
+from benchmarks._driver import finish, header
+from dynamics import TwoLayerReLU, balanced_init
+from integrators import gradient_descent, two_layer_flow
+
+CASES = ((48, 24), (64, 64))  # (n, d)
+WIDTH = 40
+LOG10_INV_ALPHA = 30
+HORIZON = 30.0  # rescaled time: every seed has made its jumps and relaxed by then
+ETAS = (0.005, 0.0025, 0.00125)  # GD steps of the reference (ordinary time)
+SAVE_EVERY = 0.05  # rescaled time between saved points
+
+
+def make(key, n, d, p, width):
+    kx, ky, kw = jax.random.split(key, 3)
+    X = jax.random.normal(kx, (n, d), jnp.float64) / jnp.sqrt(d)
+    y = jax.random.normal(ky, (n,), jnp.float64)
+    model = balanced_init(width, d, 0.5, key=kw, dtype=jnp.float64)
+    alpha = 10.0**-p
+    return X, y, TwoLayerReLU(alpha * model.a / 0.5, alpha * model.W / 0.5)
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5))
+def _gd_curve(X, y, model, eta, steps, every):
+    """Plain GD on (a, W), the loss saved every `every` steps (the reference)."""
+
+    def loss(params):
+        a, W = params
+        r = a @ jax.nn.relu(W @ X.T) - y
+        return 0.5 * jnp.mean(r * r)
+
+    grad = jax.grad(loss)
+
+    def inner(params, _):
+        return jax.tree_util.tree_map(lambda p, g: p - eta * g, params, grad(params)), None
+
+    def outer(params, _):
+        params, _ = jax.lax.scan(inner, params, None, length=every)
+        return params, loss(params)
+
+    _, losses = jax.lax.scan(outer, (model.a, model.W), None, length=steps // every)
+    return losses
+
+
+def _engine_gd_seconds(X, y, model, eta, steps):
+    """Wall time of the engine's `gradient_descent` for `steps` steps (after compiling)."""
+    run = functools.partial(
+        gradient_descent, X, y, model, learning_rate=eta, max_steps=steps, tol=0.0,
+        num_checkpoints=2, orthonormal=False,
+    )  # fmt: skip
+    jax.block_until_ready(run().final_loss)
+    timer = Timer()
+    jax.block_until_ready(run().final_loss)
+    return timer()
+
+
+def case(n, d, p, width, horizon, etas, seed):
+    X, y, model = make(jax.random.PRNGKey(seed), n, d, p, width)
+    tau = float(p * np.log(10.0))
+    every0 = max(1, int(round(SAVE_EVERY * tau / etas[0])))
+    chunks = int(horizon * tau / (etas[0] * every0))
+    curves, gd_wall = {}, {}
+    for eta in etas:
+        every = int(round(every0 * etas[0] / eta))
+        timer = Timer()
+        curves[eta] = np.asarray(_gd_curve(X, y, model, eta, every * chunks, every))
+        gd_wall[eta] = timer()
+    ts = np.arange(1, chunks + 1) * every0 * etas[0] / tau
+    l1, l2, l4 = (curves[e] for e in sorted(etas))  # eta/4, eta/2, eta
+    reference = (8 * l1 - 6 * l2 + l4) / 3
+    first_order = 2 * l1 - l2
+
+    def rel(curve):
+        return float(np.max(np.abs(curve / reference - 1.0)))
+
+    grid = jnp.concatenate([jnp.zeros(1), jnp.asarray(ts)])
+    flow = functools.partial(two_layer_flow, model, X, y, grid, time_scale=tau)
+    jax.block_until_ready(flow().loss)
+    timer = Timer()
+    sol = flow()
+    jax.block_until_ready(sol.loss)
+    flow_wall = timer()
+    flow_error = rel(np.asarray(sol.loss[1:]))
+    # GD's error is first order: err(eta) = rate * eta
+    rate = float(np.median([rel(curves[e]) / e for e in etas]))
+    per_step = None
+    eta_1e3 = 1e-3 / rate
+    steps_1e3 = int(round(horizon * tau / eta_1e3))
+    gd_1e3 = _engine_gd_seconds(X, y, model, eta_1e3, steps_1e3)
+    per_step = gd_1e3 / steps_1e3
+    eta_flow = flow_error / rate
+    steps_flow = int(round(horizon * tau / eta_flow))
+    return {
+        "n": n, "d": d, "width": width, "log10_inv_alpha": p, "horizon": horizon,
+        "flow_ok": bool(sol.ok), "flow_wall_seconds": flow_wall,
+        "flow_steps": int(sol.stats["num_steps"]),
+        "flow_kink_events": int(sol.stats["num_kink_events"]),
+        "flow_sliding_entries": int(sol.stats["num_sliding_entries"]),
+        "flow_max_rel_error": flow_error,
+        "reference_uncertainty": rel(first_order),
+        "gd_rel_error": {str(e): rel(curves[e]) for e in etas},
+        "gd_error_per_unit_step": rate,
+        "gd_eta_for_1e-3": eta_1e3, "gd_steps_for_1e-3": steps_1e3,
+        "gd_wall_seconds_for_1e-3": gd_1e3,
+        "gd_eta_for_flow_accuracy": eta_flow, "gd_steps_for_flow_accuracy": steps_flow,
+        "gd_wall_seconds_for_flow_accuracy": per_step * steps_flow,
+        "flow_over_gd_at_1e-3": flow_wall / gd_1e3,
+        "flow_over_gd_at_flow_accuracy": flow_wall / (per_step * steps_flow),
+        "_ts": ts, "_flow": np.asarray(sol.loss[1:]), "_reference": reference,
+    }  # fmt: skip
+
+
+def run_benchmark(cases=CASES, width=WIDTH, p=LOG10_INV_ALPHA, horizon=HORIZON, etas=ETAS,
+                  seed=0):  # fmt: skip
+    enable_float64()
+    timer = Timer()
+    rows = []
+    for n, d in cases:
+        log(f"two_layer_vs_gd: n = {n}, d = {d}, m = {width}, alpha = 1e-{p}")
+        rows.append(case(n, d, p, width, horizon, etas, seed))
+    config = {
+        "cases": [list(c) for c in cases], "width": width, "log10_inv_alpha": p,
+        "horizon": horizon, "gd_steps": list(etas), "inputs": "rows N(0, I_d / d)",
+        "labels": "N(0, 1)", "flow": "integrators.two_layer_flow, rtol = atol = 1e-8",
+        "reference": "GD on (a, W), Richardson to second order over the three steps",
+    }  # fmt: skip
+    return {**header("two_layer_vs_gd", config, seed), "rows": rows, "wall_seconds": timer()}
+
+
+def table(results: dict) -> str:
+    lines = [
+        "| n, d | flow: s, steps, events | flow error | GD for 1e-3: eta, s | "
+        "GD for the flow's error: eta, s (from its cost per step) | flow / GD |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results["rows"]:
+        lines.append(
+            f"| {r['n']}, {r['d']} | {r['flow_wall_seconds']:.1f}, {r['flow_steps']:,}, "
+            f"{r['flow_kink_events']:,} | {r['flow_max_rel_error']:.1e} "
+            f"(reference +- {r['reference_uncertainty']:.0e}) | "
+            f"{r['gd_eta_for_1e-3']:.1e}, {r['gd_wall_seconds_for_1e-3']:.1f} | "
+            f"{r['gd_eta_for_flow_accuracy']:.1e}, {r['gd_wall_seconds_for_flow_accuracy']:.0f} | "
+            f"{r['flow_over_gd_at_1e-3']:.2f} at 1e-3, "
+            f"{r['flow_over_gd_at_flow_accuracy']:.2f} at the flow's |"
+        )
+    return "\n".join(lines)
+
+
+def plot_losses(results: dict, path) -> None:
+    plt = pyplot()
+    rows = results["rows"]
+    fig, axes = plt.subplots(1, len(rows), figsize=(5 * len(rows), 3.5), squeeze=False)
+    for ax, r in zip(axes[0], rows, strict=True):
+        ax.semilogy(r["_ts"], r["_reference"], "k-", lw=3, alpha=0.3, label="GD extrapolated")
+        ax.semilogy(r["_ts"], r["_flow"], "C0--", label="two_layer_flow")
+        ax.set_title(f"n = {r['n']}, d = {r['d']}, m = {r['width']}")
+        ax.set_xlabel("rescaled time")
+        ax.set_ylabel("loss")
+        ax.legend()
+    save_figure(fig, path)
+
+
+def main(argv=None) -> dict:
+    p = parser("two_layer_vs_gd", __doc__.splitlines()[0], default_seeds=1)
+    args = p.parse_args(argv)
+    kw = {}
+    if args.quick:
+        kw = dict(cases=((12, 8),), width=8, p=10, horizon=20.0)
+    results = run_benchmark(seed=args.seed, **kw)
+    finish(args.out, results, table(results), {"losses.png": plot_losses})
+    return results
+
+
+if __name__ == "__main__":
+    main()
