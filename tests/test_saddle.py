@@ -301,3 +301,21 @@ def test_plus_minus_one_labels_cost_and_plateaus_follow_the_flow():
             assert abs(measured - float(p.plateaus[j])) < 1e-3
         ties += int(np.sum(np.asarray(p.groups[:k, 1]) >= 0))
     assert ties > 0
+
+
+def test_label_scale_moves_the_times_only():
+    # times scale like 1/|y|; at labels x 1e12 an absolute tie floor once made every neuron
+    # jump at the first time (1 jump, ok), where the same labels at scale 1 make 3
+    from benchmarks._saddle import limit_instance
+
+    y, signs, directions = limit_instance(jax.random.PRNGKey(3), 8, 12)
+    base = saddle_jumps(y, signs, directions)
+    assert int(base.num_jumps) >= 3
+    for c in (1e-6, 1e12):
+        p = saddle_jumps(c * y, signs, directions)
+        assert int(p.num_jumps) == int(base.num_jumps) and bool(p.ok)
+        k = int(base.num_jumps)
+        np.testing.assert_allclose(c * p.times[:k], base.times[:k], rtol=1e-12)
+        # the cost goes through the fast phases' ODE (rtol = atol = 1e-8, absolute in their
+        # state): 4e-8 apart at labels x 1e-6, 2.4e-5 at x 1e12
+        np.testing.assert_allclose(p.cost / c, base.cost, rtol=1e-4)

@@ -250,7 +250,8 @@ def saddle_jumps(
 _MIN_TIME_SCALE = 20.0  # the windows open at e^-18: neurons must start below it
 
 
-_TIE = 1e-9  # neurons whose waits agree to 1e-9 (relative to t) jump together
+_TIE = 1e-9  # neurons whose waits agree to 1e-9 relative to t jump together (relative only:
+# times scale like 1/|y|, and an absolute floor made every neuron tie at labels x 1e12)
 
 
 @jax.jit
@@ -269,7 +270,7 @@ def _algorithm1(y, signs, directions) -> dict:
         dt = jnp.min(wait)
         jumps = jnp.isfinite(dt)
         dt = jnp.where(jumps, dt, 0.0)
-        group = can_jump & (wait <= dt + _TIE * jnp.maximum(1.0, t + dt)) & jumps
+        group = can_jump & (wait <= dt + _TIE * (t + dt)) & jumps
         gap = jnp.min(jnp.where(can_jump & ~group, wait, jnp.inf)) - dt
         ell = jnp.where(neuron_done, ell, jnp.where(group, 0.0, ell + dt * rate))
         covered = live & group[:, None]
