@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks._beyond import HORIZON, inputs, loewdin, make
 from benchmarks._common import Timer, enable_float64, host_devices, log, parser, pyplot, save_figure
 from benchmarks._driver import finish, header, run_sweep
 from dynamics import (
@@ -52,33 +53,8 @@ from theory import coverage_width, crossing_times, loss_plateaus, saddle_jumps
 CS = (0.0, 1e-6, 1e-3, 0.01, 0.1, 0.3)
 D_OVER_N = (1, 2, 4, 16)
 LOG10_INV_ALPHA = (10, 30)
-HORIZON = 1.5  # integrate to 1.5 x Algorithm 1's last jump on the Loewdin problem
 GRID = 600  # save times per solve
 MAX_PLATEAUS = 12  # Morse indices kept per seed
-
-
-def inputs(key, family, n, d, c):
-    """The inputs X (n, d) of one seed (module docstring)."""
-    if family == "correlated":
-        Q = jnp.linalg.qr(jax.random.normal(key, (n + 1, n + 1), jnp.float64))[0]
-        return jnp.sqrt(1.0 - c) * Q[1:] + jnp.sqrt(c) * Q[:1]
-    return jax.random.normal(key, (n, d), jnp.float64) / jnp.sqrt(d)
-
-
-def loewdin(X):
-    """(X X^T)^(-1/2) X: orthonormal rows, the nearest to X's (Loewdin's symmetric
-    orthonormalization)."""
-    vals, vecs = jnp.linalg.eigh(X @ X.T)
-    return (vecs / jnp.sqrt(vals)) @ vecs.T @ X
-
-
-def make(key, family, n, d, c, log10_inv_alpha, width):
-    kx, ky, kw = jax.random.split(key, 3)
-    X = inputs(kx, family, n, d, c)
-    y = jax.random.normal(ky, (n,), jnp.float64)
-    model = balanced_init(width, X.shape[1], 0.5, key=kw, dtype=jnp.float64)
-    alpha = 10.0**-log10_inv_alpha
-    return X, y, TwoLayerReLU(alpha * model.a / 0.5, alpha * model.W / 0.5)
 
 
 def run(instance, family, n, d, c, log10_inv_alpha, width):

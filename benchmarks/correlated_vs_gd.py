@@ -3,10 +3,10 @@ against gradient descent on the same X extrapolated to step 0.
 
 The settings are the ones whose solves ran into a Zeno loop of kink events before the fix
 (c = 1e-6 and 1e-3 at alpha = 1e-10, c = 1e-6 at 1e-30; n = 16, m from `coverage_width`).
-The reference is GD at eta = 5e-3, 2.5e-3 and 1.25e-3 combined by Richardson to second order
-(`benchmarks.two_layer_vs_gd`), compared where the loss is above 1e-3 of its start (the flow
-interpolates, and a relative error of a loss near 0 says nothing); its own uncertainty is the
-gap to the first-order combination. Prints one line per setting.
+The reference is GD at eta = 5e-3, 2.5e-3 and 1.25e-3 extrapolated to step 0
+(`benchmarks._gd_reference`), compared where the loss is above 1e-3 of its start (the flow
+interpolates, and a relative error of a loss near 0 says nothing). Prints one line per
+setting.
 
     python -m benchmarks.correlated_vs_gd [--seeds 8]
 """
@@ -15,9 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks._beyond import HORIZON, loewdin, make
 from benchmarks._common import enable_float64, parser
-from benchmarks.beyond_orthogonal import HORIZON, loewdin, make
-from benchmarks.two_layer_vs_gd import _gd_curve
+from benchmarks._gd_reference import Reference
 from dynamics import signs_and_directions
 from integrators import two_layer_flow
 from theory import coverage_width, saddle_jumps
@@ -32,23 +32,10 @@ def check(c, p, seed, n=16):
     tau = float(p * np.log(10.0))
     signs, directions = signs_and_directions(model, loewdin(X))
     horizon = float(saddle_jumps(y, signs, directions, time_scale=tau).horizon(HORIZON))
-    every0 = int(round(0.05 * tau / ETAS[0]))
-    chunks = int(horizon * tau / (ETAS[0] * every0))
-    curves = []
-    for eta in ETAS:
-        every = int(round(every0 * ETAS[0] / eta))
-        curves.append(np.asarray(_gd_curve(X, y, model, eta, every * chunks, every)))
-    l4, l2, l1 = curves
-    reference = (8 * l1 - 6 * l2 + l4) / 3
-    ts = np.arange(1, chunks + 1) * every0 * ETAS[0] / tau
-    grid = jnp.concatenate([jnp.zeros(1), jnp.asarray(ts)])
+    ref = Reference(X, y, model, tau, horizon, ETAS)
+    grid = jnp.concatenate([jnp.zeros(1), jnp.asarray(ref.ts)])
     sol = two_layer_flow(model, X, y, grid, time_scale=tau)
-    big = reference > 1e-3 * reference[0]
-
-    def rel(curve):
-        return float(np.max(np.abs(curve[big] / reference[big] - 1.0)))
-
-    return bool(sol.ok), rel(np.asarray(sol.loss[1:])), rel(2 * l1 - l2)
+    return bool(sol.ok), ref.error(sol.loss[1:]), ref.uncertainty
 
 
 def main(argv=None) -> None:

@@ -27,6 +27,7 @@ import numpy as np
 
 from benchmarks._common import Timer, enable_float64, log, parser, pyplot, save_figure
 from benchmarks._driver import finish, header
+from benchmarks._gd_reference import Reference
 from dynamics import TwoLayerReLU, balanced_init
 from integrators import gradient_descent, two_layer_flow
 
@@ -35,7 +36,6 @@ WIDTH = 40
 LOG10_INV_ALPHA = 30
 HORIZON = 30.0  # rescaled time: every seed has made its jumps and relaxed by then
 ETAS = (0.005, 0.0025, 0.00125)  # GD steps of the reference (ordinary time)
-SAVE_EVERY = 0.05  # rescaled time between saved points
 
 
 def make(key, n, d, p, width):
@@ -45,28 +45,6 @@ def make(key, n, d, p, width):
     model = balanced_init(width, d, 0.5, key=kw, dtype=jnp.float64)
     alpha = 10.0**-p
     return X, y, TwoLayerReLU(alpha * model.a / 0.5, alpha * model.W / 0.5)
-
-
-@functools.partial(jax.jit, static_argnums=(4, 5))
-def _gd_curve(X, y, model, eta, steps, every):
-    """Plain GD on (a, W), the loss saved every `every` steps (the reference)."""
-
-    def loss(params):
-        a, W = params
-        r = a @ jax.nn.relu(W @ X.T) - y
-        return 0.5 * jnp.mean(r * r)
-
-    grad = jax.grad(loss)
-
-    def inner(params, _):
-        return jax.tree_util.tree_map(lambda p, g: p - eta * g, params, grad(params)), None
-
-    def outer(params, _):
-        params, _ = jax.lax.scan(inner, params, None, length=every)
-        return params, loss(params)
-
-    _, losses = jax.lax.scan(outer, (model.a, model.W), None, length=steps // every)
-    return losses
 
 
 def _engine_gd_seconds(X, y, model, eta, steps):
@@ -84,35 +62,17 @@ def _engine_gd_seconds(X, y, model, eta, steps):
 def case(n, d, p, width, horizon, etas, seed):
     X, y, model = make(jax.random.PRNGKey(seed), n, d, p, width)
     tau = float(p * np.log(10.0))
-    every0 = max(1, int(round(SAVE_EVERY * tau / etas[0])))
-    chunks = int(horizon * tau / (etas[0] * every0))
-    curves, gd_wall = {}, {}
-    for eta in etas:
-        every = int(round(every0 * etas[0] / eta))
-        timer = Timer()
-        curves[eta] = np.asarray(_gd_curve(X, y, model, eta, every * chunks, every))
-        gd_wall[eta] = timer()
-    ts = np.arange(1, chunks + 1) * every0 * etas[0] / tau
-    l1, l2, l4 = (curves[e] for e in sorted(etas))  # eta/4, eta/2, eta
-    reference = (8 * l1 - 6 * l2 + l4) / 3
-    first_order = 2 * l1 - l2
-
-    big = reference > 1e-3 * reference[0]  # a relative error of a loss near 0 says nothing
-
-    def rel(curve):
-        return float(np.max(np.abs(curve[big] / reference[big] - 1.0)))
-
-    grid = jnp.concatenate([jnp.zeros(1), jnp.asarray(ts)])
+    ref = Reference(X, y, model, tau, horizon, etas)
+    grid = jnp.concatenate([jnp.zeros(1), jnp.asarray(ref.ts)])
     flow = functools.partial(two_layer_flow, model, X, y, grid, time_scale=tau)
     jax.block_until_ready(flow().loss)
     timer = Timer()
     sol = flow()
     jax.block_until_ready(sol.loss)
     flow_wall = timer()
-    flow_error = rel(np.asarray(sol.loss[1:]))
+    flow_error = ref.error(sol.loss[1:])
     # GD's error is first order: err(eta) = rate * eta
-    rate = float(np.median([rel(curves[e]) / e for e in etas]))
-    per_step = None
+    rate = float(np.median([ref.error(ref.curves[e]) / e for e in etas]))
     eta_1e3 = 1e-3 / rate
     steps_1e3 = int(round(horizon * tau / eta_1e3))
     gd_1e3 = _engine_gd_seconds(X, y, model, eta_1e3, steps_1e3)
@@ -126,8 +86,8 @@ def case(n, d, p, width, horizon, etas, seed):
         "flow_kink_events": int(sol.stats["num_kink_events"]),
         "flow_sliding_entries": int(sol.stats["num_sliding_entries"]),
         "flow_max_rel_error": flow_error,
-        "reference_uncertainty": rel(first_order),
-        "gd_rel_error": {str(e): rel(curves[e]) for e in etas},
+        "reference_uncertainty": ref.uncertainty,
+        "gd_rel_error": {str(e): ref.error(ref.curves[e]) for e in etas},
         "gd_error_per_unit_step": rate,
         "gd_eta_for_1e-3": eta_1e3, "gd_steps_for_1e-3": steps_1e3,
         "gd_wall_seconds_for_1e-3": gd_1e3,
@@ -135,7 +95,7 @@ def case(n, d, p, width, horizon, etas, seed):
         "gd_wall_seconds_for_flow_accuracy": per_step * steps_flow,
         "flow_over_gd_at_1e-3": flow_wall / gd_1e3,
         "flow_over_gd_at_flow_accuracy": flow_wall / (per_step * steps_flow),
-        "_ts": ts, "_flow": np.asarray(sol.loss[1:]), "_reference": reference,
+        "_ts": ref.ts, "_flow": np.asarray(sol.loss[1:]), "_reference": ref.loss,
     }  # fmt: skip
 
 

@@ -150,17 +150,7 @@ def _vector_field(t, state, args):
     ell, psi = state
     signs, y, tau = args[:3]
     live = psi > 0 if len(args) == 3 else args[3]
-    dL, _, dpsi = rescaled.field(
-        tau * ell,
-        signs,
-        psi,
-        y,
-        1.0,
-        act=jax.nn.relu(psi),
-        slope=1.0,
-        moving=live,
-        gauge="balanced",
-    )
+    dL, dpsi = rescaled.balanced_field(tau * ell, signs, psi, y, live)
     return dL, tau * dpsi
 
 

@@ -83,18 +83,7 @@ def _field(s, state, args):
     E0, signs, y, active, fitted = args[:5]
     r = _residual(E0, D, psi, signs, y, active, fitted)
     live = ((psi > 0) if len(args) == 5 else args[5]) & active[:, None]
-    dD, _, dpsi = rescaled.field(
-        E0 + D,
-        signs,
-        psi,
-        y,
-        1.0,
-        act=jax.nn.relu(psi),
-        slope=1.0,
-        moving=live,
-        gauge="balanced",
-        r=r,
-    )
+    dD, dpsi = rescaled.balanced_field(E0 + D, signs, psi, y, live, r=r)
     return jnp.where(active, dD, 0.0), dpsi
 
 

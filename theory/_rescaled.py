@@ -39,6 +39,7 @@ at e^40 above the largest label, for the reason given there: their state is lam 
 fast time, where a long overshooting step of capped stages can be accepted.
 """
 
+import jax
 import jax.numpy as jnp
 
 MAX_LOG_SIZE2 = 600.0
@@ -87,6 +88,17 @@ def field(log_size, amp, psi, y, tau, *, act, slope, moving, gram=None, gauge="n
         raise ValueError(f"`gauge` must be 'norm' or 'balanced', got {gauge!r}")
     dpsi = jnp.where(moving, -tau * g_z - psi * dlog[:, None], 0.0)
     return dlog, damp, dpsi
+
+
+def balanced_field(log_size, signs, psi, y, moving, r=None):
+    """(dlam/ds, dpsi/ds) of the balanced gauge on orthonormal data in fast time s = tau t:
+    `field` with G = I, slope 1 on the moving components, act = relu(psi), tau = 1. Shared by
+    `integrators.vanishing_flow` (which converts to its clock) and the fast phases."""
+    dlog, _, dpsi = field(
+        log_size, signs, psi, y, 1.0, act=jax.nn.relu(psi), slope=1.0, moving=moving,
+        gauge="balanced", r=r,
+    )  # fmt: skip
+    return dlog, dpsi
 
 
 def safe_log_norm(x):

@@ -1,0 +1,34 @@
+"""The instances of `benchmarks.beyond_orthogonal` (also solved by `correlated_vs_gd`):
+correlated or Gaussian inputs, Gaussian labels, a balanced init at alpha, and the Loewdin
+problem whose Algorithm 1 is the reference."""
+
+import jax
+import jax.numpy as jnp
+
+from dynamics import TwoLayerReLU, balanced_init
+
+HORIZON = 1.5  # integrate to 1.5 x Algorithm 1's last jump on the Loewdin problem
+
+
+def inputs(key, family, n, d, c):
+    """The inputs X (n, d) of one seed (module docstring)."""
+    if family == "correlated":
+        Q = jnp.linalg.qr(jax.random.normal(key, (n + 1, n + 1), jnp.float64))[0]
+        return jnp.sqrt(1.0 - c) * Q[1:] + jnp.sqrt(c) * Q[:1]
+    return jax.random.normal(key, (n, d), jnp.float64) / jnp.sqrt(d)
+
+
+def loewdin(X):
+    """(X X^T)^(-1/2) X: orthonormal rows, the nearest to X's (Loewdin's symmetric
+    orthonormalization)."""
+    vals, vecs = jnp.linalg.eigh(X @ X.T)
+    return (vecs / jnp.sqrt(vals)) @ vecs.T @ X
+
+
+def make(key, family, n, d, c, log10_inv_alpha, width):
+    kx, ky, kw = jax.random.split(key, 3)
+    X = inputs(kx, family, n, d, c)
+    y = jax.random.normal(ky, (n,), jnp.float64)
+    model = balanced_init(width, X.shape[1], 0.5, key=kw, dtype=jnp.float64)
+    alpha = 10.0**-log10_inv_alpha
+    return X, y, TwoLayerReLU(alpha * model.a / 0.5, alpha * model.W / 0.5)

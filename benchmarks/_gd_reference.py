@@ -1,0 +1,67 @@
+"""Gradient descent extrapolated to step 0: the reference `two_layer_vs_gd` and
+`correlated_vs_gd` hold `two_layer_flow` against.
+
+GD on (a, W) at steps eta, eta/2, eta/4 (a plain `lax.scan`, saved on one grid of rescaled
+times t = k eta / tau), combined by Richardson to second order,
+(8 L(eta/4) - 6 L(eta/2) + L(eta)) / 3; its own uncertainty is the gap to the first-order
+combination 2 L(eta/4) - L(eta/2). Errors are relative, where the loss is above 1e-3 of its
+start (a relative error of a loss near 0 says nothing).
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+SAVE_EVERY = 0.05  # rescaled time between saved points
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5))
+def gd_curve(X, y, model, eta, steps, every):
+    """Plain GD on (a, W), the loss saved every `every` steps."""
+
+    def loss(params):
+        a, W = params
+        r = a @ jax.nn.relu(W @ X.T) - y
+        return 0.5 * jnp.mean(r * r)
+
+    grad = jax.grad(loss)
+
+    def inner(params, _):
+        return jax.tree_util.tree_map(lambda p, g: p - eta * g, params, grad(params)), None
+
+    def outer(params, _):
+        params, _ = jax.lax.scan(inner, params, None, length=every)
+        return params, loss(params)
+
+    _, losses = jax.lax.scan(outer, (model.a, model.W), None, length=steps // every)
+    return losses
+
+
+class Reference:
+    """GD at the steps `etas` (largest first, each half the one before) on [0, `horizon`]
+    of rescaled time at log(1/alpha) = `tau`: `ts` (the shared grid), `curves` {eta: loss},
+    `seconds` {eta: wall time, compilation included}, `loss` (the extrapolation) and
+    `uncertainty`; `error(curve)` is a curve's relative error against it."""
+
+    def __init__(self, X, y, model, tau, horizon, etas):
+        from benchmarks._common import Timer
+
+        every0 = max(1, int(round(SAVE_EVERY * tau / etas[0])))
+        chunks = int(horizon * tau / (etas[0] * every0))
+        self.curves, self.seconds = {}, {}
+        for eta in etas:
+            every = int(round(every0 * etas[0] / eta))
+            timer = Timer()
+            self.curves[eta] = np.asarray(gd_curve(X, y, model, eta, every * chunks, every))
+            self.seconds[eta] = timer()
+        self.ts = np.arange(1, chunks + 1) * every0 * etas[0] / tau
+        l1, l2, l4 = (self.curves[e] for e in sorted(etas))  # eta/4, eta/2, eta
+        self.loss = (8 * l1 - 6 * l2 + l4) / 3
+        self._big = self.loss > 1e-3 * self.loss[0]
+        self.uncertainty = self.error(2 * l1 - l2)
+
+    def error(self, curve) -> float:
+        curve = np.asarray(curve)
+        return float(np.max(np.abs(curve[self._big] / self.loss[self._big] - 1.0)))
