@@ -8,7 +8,9 @@ from theory import RESULTS as RESULTS, HoldArgs as HoldArgs
 
 from ._critical import (
     CriticalPoint as CriticalPoint,
+    HessianSpectrum as HessianSpectrum,
     critical_point as critical_point,
+    escape_saddle as escape_saddle,
     hessian_spectrum as hessian_spectrum,
 )
 from ._flow import (

@@ -40,6 +40,19 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "accuracy: pass `units=` (e.g. `neuron_units(model)`) to integrate each unit on its "
         "own log scale, or lower `atol`."
     )
+    nonfinite_point = (
+        "The loss, its gradient or a Hessian-vector product is not finite at the point given "
+        "(or became so during the iteration)."
+    )
+    stalled = (
+        "The iteration stalled before reaching `tol`: its trust region shrank to rounding level "
+        "(a local minimum of ||grad L|| that is not a critical point, a point where the loss is "
+        "not smooth, or `tol` below what the dtype resolves)."
+    )
+    unconverged_eigenvalues = (
+        "Lanczos did not converge every requested eigenvalue to `tol` within `max_restarts` "
+        "restarts (`residuals` says how far each is): raise `max_restarts` or `steps`."
+    )
 
 
 def diffrax_stats(sol: diffrax.Solution) -> dict:
