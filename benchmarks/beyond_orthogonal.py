@@ -92,7 +92,8 @@ def _morse_index(a, Z, y):
     """Negative eigenvalues of the Hessian of L(a, Z) = 1/(2n) |a relu(Z) - y|^2 below
     -1e-8 x the largest |eigenvalue|."""
     n = y.shape[0]
-    eig = hessian_spectrum(TwoLayerReLU(a, Z), lambda m, y: square_loss(m, jnp.eye(n), y), y)
+    loss = lambda m, y: square_loss(m, jnp.eye(n), y)  # noqa: E731
+    eig = hessian_spectrum(TwoLayerReLU(a, Z), loss, y).eigenvalues
     return jnp.sum(eig < -1e-8 * jnp.max(jnp.abs(eig)))
 
 

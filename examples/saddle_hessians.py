@@ -63,7 +63,7 @@ for seed in range(seeds):
         small = np.sqrt(a**2 + np.sum(V**2, axis=1)) < 1e-6
         r = np.asarray(here.predict(X) - y)
         block = np.linalg.norm(np.where(V > 0, r[None, :], 0.0), axis=1) / n
-        eig = np.asarray(hessian_spectrum(here, loss, y))
+        eig = np.asarray(hessian_spectrum(here, loss, y).eigenvalues)
         most = -eig.min()
         rate_err.append(abs(most / block[small].max() - 1))
         rates = np.asarray(pred.rates[k])
