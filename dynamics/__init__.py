@@ -26,7 +26,6 @@ from ._model import (
     tangent_kernel as tangent_kernel,
     tangent_kernel_max as tangent_kernel_max,
 )
-from ._neurons import merge_neurons as merge_neurons, split_neuron as split_neuron
 from ._multi_index import (
     LossDecomposition as LossDecomposition,
     MeanFieldNet as MeanFieldNet,
@@ -42,3 +41,4 @@ from ._multi_index import (
     standard_target as standard_target,
     symmetrize as symmetrize,
 )
+from ._neurons import merge_neurons as merge_neurons, split_neuron as split_neuron

@@ -47,7 +47,9 @@ def _hidden(model, layer):
             raise ValueError("`model` has no hidden layer (depth 0)")
         layer = 0 if layer is None else layer
         if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < hidden:
-            raise ValueError(f"`layer` must be a hidden layer index in [0, {hidden}), got {layer!r}")
+            raise ValueError(
+                f"`layer` must be a hidden layer index in [0, {hidden}), got {layer!r}"
+            )
         first, second = model.layers[layer], model.layers[layer + 1]
 
         def rebuild(W, b, C):

@@ -179,7 +179,9 @@ def _lanczos_spectrum(model, loss, args, k, steps, block, tol, max_restarts, eig
 def _check_lanczos_options(k, steps, block, max_restarts, dim):
     k = check_positive_int("k", k)
     if 2 * k > dim:
-        raise ValueError(f"`k` must be at most P / 2 = {dim // 2} for P = {dim} parameters, got {k}")
+        raise ValueError(
+            f"`k` must be at most P / 2 = {dim // 2} for P = {dim} parameters, got {k}"
+        )
     block = check_positive_int("block", block)
     if steps is None:
         steps = min(dim, max(60, 6 * k + 2 * block))
@@ -357,8 +359,8 @@ def _polish(f, x0, kind, tol, max_steps, max_iter):
 
     def cond(c):
         g, steps, stalled = c[2], c[4], c[7]
-        return (jnp.linalg.norm(g) >= tol) & (steps < max_steps) & ~stalled & jnp.all(
-            jnp.isfinite(g)
+        return (
+            (jnp.linalg.norm(g) >= tol) & (steps < max_steps) & ~stalled & jnp.all(jnp.isfinite(g))
         )
 
     f0 = f(x0)

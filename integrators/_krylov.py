@@ -153,7 +153,9 @@ def minres(matvec, b, rtol, max_iter, radius):
     def body(c):
         v = c["y"] / c["beta"]
         y = matvec(v)
-        y = jnp.where(c["it"] > 0, y - (c["beta"] / jnp.where(c["oldb"] > 0, c["oldb"], 1.0)) * c["r1"], y)
+        y = jnp.where(
+            c["it"] > 0, y - (c["beta"] / jnp.where(c["oldb"] > 0, c["oldb"], 1.0)) * c["r1"], y
+        )
         alfa = v @ y
         y = y - (alfa / c["beta"]) * c["r2"]
         beta = jnp.linalg.norm(y)
@@ -221,4 +223,3 @@ def steihaug_cg(matvec, g, radius, rtol, max_iter):
 
     c = jax.lax.while_loop(lambda c: (~c["stop"]) & (c["it"] < max_iter), body, init)
     return c["p"].astype(dt), c["it"], c["neg"]
-
