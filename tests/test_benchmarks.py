@@ -246,3 +246,17 @@ def test_two_layer_vs_gd(tmp_path):
     errors = [row["gd_rel_error"][k] for k in sorted(row["gd_rel_error"], key=float)]
     assert errors[0] < errors[1] < errors[2]
     assert "flow / GD" in stdout
+
+
+def test_saddles(tmp_path):
+    stdout, results = run_quick("saddles", tmp_path / "sd")
+    rows = results["rows"]
+    assert {r["method"] for r in rows} == {
+        'critical_point(kind="minimum")', 'critical_point(kind="any")', "trust-krylov", "BFGS"
+    }
+    for r in rows:
+        assert {"params", "method", "seconds", "grad_norm", "morse_index", "ok"} <= set(r)
+        assert r["ok"] == (r["grad_norm"] < 1e-10)
+    ours = next(r for r in rows if r["method"] == 'critical_point(kind="minimum")')
+    assert ours["ok"] and ours["morse_index"] == 0 and ours["params"] == 33
+    assert "| P | method |" in stdout and (tmp_path / "sd" / "polish.png").exists()
