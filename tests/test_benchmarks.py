@@ -252,7 +252,10 @@ def test_saddles(tmp_path):
     stdout, results = run_quick("saddles", tmp_path / "sd")
     rows = results["rows"]
     assert {r["method"] for r in rows} == {
-        'critical_point(kind="minimum")', 'critical_point(kind="any")', "trust-krylov", "BFGS"
+        'critical_point(kind="minimum")',
+        'critical_point(kind="any")',
+        "trust-krylov",
+        "BFGS",
     }
     for r in rows:
         assert {"params", "method", "seconds", "grad_norm", "morse_index", "ok"} <= set(r)

@@ -21,7 +21,7 @@ import numpy as np
 from jax.scipy.special import erf
 from jaxtyping import Array, Float
 
-from .checks import check_activation
+from .checks import check_activation, check_positive_int
 
 _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(160)
 _WEIGHTS = _WEIGHTS / math.sqrt(2.0 * math.pi)  # E g(z) = sum_k w_k g(z_k), exact to degree 319
@@ -144,6 +144,7 @@ def hermite_energies(activation: str, r: int) -> HermiteEnergies:
     >>> round(float(e.E0), 4), round(float(e.plateau_2), 4)
     (0.6366, 0.0225)
     """
+    r = check_positive_int("r", r)  # the number of target directions
     c = hermite_coefficients(activation, 2)
     e0 = (r * c[0]) ** 2
     e2 = r * c[2] ** 2

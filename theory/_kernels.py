@@ -10,10 +10,11 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ._hermite import hermite_coefficients, second_moment
-from .checks import check_activation
+from .checks import check_activation, check_value, is_concrete
 
 SERIES_DEGREE = 40
 
@@ -28,8 +29,21 @@ def arccos_kernel(rho):
     >>> float(jax.grad(arccos_kernel)(1.0))
     1.0
     """
-    rho = jnp.clip(rho, -1.0, 1.0)
+    rho = _check_correlation(rho)
+    rho = jnp.clip(rho, -1.0, 1.0)  # rounding only: |rho| <= 1 + 1e-6 was checked
     return (2.0 / math.pi) * (jnp.sqrt(1.0 - rho * rho) + rho * jnp.arcsin(rho))
+
+
+def _check_correlation(rho):
+    """A correlation of unit vectors: finite, |rho| <= 1 up to rounding (1e-6)."""
+    xp = jnp if not is_concrete(rho) else np
+    r = xp.asarray(rho)
+    shown = rho if is_concrete(rho) else "a traced value"
+    return check_value(
+        rho,
+        xp.isfinite(r) & (xp.abs(r) <= 1.0 + 1e-6),
+        f"`rho` must be a correlation in [-1, 1], got {shown}",
+    )
 
 
 @arccos_kernel.defjvp

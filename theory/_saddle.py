@@ -149,7 +149,8 @@ class SaddleJumps(Solution):
         >>> float(pred.gd_epochs(time_scale=69.0, learning_rate=0.5))
         69.0
         """
-        return time_scale * self.last_time / learning_rate
+        learning_rate = check_positive("learning_rate", learning_rate)
+        return check_time_scale(time_scale) * self.last_time / learning_rate
 
 
 def _check_inputs(y, signs, directions):
@@ -510,6 +511,7 @@ def jump_time_grid(
     num = check_positive_int("num", num)
     window_points = check_positive_int("window_points", window_points)
     t1 = check_positive("t1", inexact(t1))
+    window = check_positive("window", window, scalar=True)
     w = jnp.minimum(0.5, window / check_time_scale(time_scale, t1.dtype))
     centers = jnp.where(jnp.isfinite(prediction.times), prediction.times, t1)
     offsets = jnp.linspace(-1.0, 1.0, window_points, dtype=t1.dtype)

@@ -88,6 +88,7 @@ def mass_equilibrium(c0, r, weight_decay):
     3.0
     """
     c0 = check_positive("c0", c0)
+    r = check_positive_int("r", r)  # the number of target directions
     weight_decay = check_positive("weight_decay", weight_decay, allow_zero=True)
     return r - weight_decay / (2.0 * c0**2)
 
@@ -109,6 +110,7 @@ def mass_ode(alpha0, ts: Float[Array, " T"], *, c0, r, weight_decay) -> Float[Ar
     [1.0, 3.0]
     """  # noqa: E501
     alpha0 = check_positive("alpha0", alpha0)
+    ts = check_finite("ts", ts)
     K = _positive_equilibrium(c0, r, weight_decay)
     return K / (1.0 + (K / alpha0 - 1.0) * jnp.exp(-4.0 * c0**2 * K * ts))
 
@@ -311,6 +313,12 @@ def mass_ratio(beta, *, c0, c2, r: int, d: int):
     """
     if jnp.shape(beta)[-1:] != (2,):
         raise ValueError(f"`beta` must have shape (..., 2), got {jnp.shape(beta)}")
+    r, d = check_positive_int("r", r), check_positive_int("d", d)
+    if d < r:
+        raise ValueError(f"`d` must be at least `r` = {r} (r directions in R^d), got {d}")
+    c0 = check_positive("c0", c0)
+    c2 = check_positive("c2", c2, allow_zero=True)
+    beta = check_positive("beta", beta, allow_zero=True)  # masses: finite and >= 0
     return c0**2 * (d - r) * beta[..., 1] / ((c0**2 * r + c2**2) * beta[..., 0])
 
 
