@@ -163,6 +163,16 @@ CASES = {
         (lambda: D.standard_target(5, 3), ValueError, "`d`"),
         (lambda: D.standard_target(2, 4, "tanh"), ValueError, "activation"),
     ],
+    "split_neuron": [
+        (lambda: D.split_neuron(NET2, 2), ValueError, "`j`"),
+        (lambda: D.split_neuron(NET2, 0, NAN), ValueError, "`fraction`"),
+        (lambda: D.split_neuron(NET2, 0, layer=1), ValueError, "`layer`"),
+    ],
+    "merge_neurons": [
+        (lambda: D.merge_neurons(NET2, 0, 0), ValueError, "`i` and `j`"),
+        (lambda: D.merge_neurons(NET2, 0, 1), ValueError, "incoming weights"),
+        (lambda: D.merge_neurons(NET2, 0, 1.0), ValueError, "`j`"),
+    ],
     "symmetrize": [
         (lambda: D.symmetrize(MF, 5, key=KEY, num=2), ValueError, "`r`"),
         (lambda: D.symmetrize(MF, 2, key=KEY, num=0), ValueError, "num"),

@@ -44,6 +44,11 @@ CASES = {
         (lambda: I.hessian_spectrum(LIN, lambda m, a: m.W, None), ValueError, "scalar"),
         (lambda: I.hessian_spectrum(3.0, _sq), ValueError, "`model`"),
     ],
+    "escape_saddle": [
+        (lambda: I.escape_saddle(LIN, _sq, distance=0.0), ValueError, "distance"),
+        (lambda: I.escape_saddle(LIN, _sq), ValueError, "not a saddle"),
+        (lambda: I.escape_saddle(LIN, "loss"), ValueError, "`loss`"),
+    ],
     "critical_point": [
         (lambda: I.critical_point(LIN, _sq, tol=0.0), ValueError, "tol"),
         (lambda: I.critical_point(LIN, _sq, max_steps=0), ValueError, "max_steps"),
