@@ -46,6 +46,7 @@ def test_tanh_mlp_with_biases_against_solve_ivp():
     np.testing.assert_allclose(sol.loss[0], loss(mlp, data))
 
 
+@pytest.mark.slow
 def test_deep_homogeneous_net_conserves_layer_balances():
     # bias-free ReLU MLP: for every hidden unit, ||incoming||^2 - ||outgoing||^2 is conserved
     mlp = eqx.nn.MLP(
@@ -88,7 +89,8 @@ def test_steady_state_event_and_trajectory():
     sol = gradient_flow(model, loss, ts, args=1.0, steady_state=1e-6, save_model=True)
     assert sol.ok and 0 < float(sol.steady_time) < 20.0
     later = np.asarray(ts) > float(sol.steady_time)
-    assert later.any() and np.all(np.asarray(sol.grad_norm)[later] < 1e-6)
+    # held at the located event, where ||grad|| = steady_state to rounding
+    assert later.any() and np.all(np.asarray(sol.grad_norm)[later] <= 1e-6 * (1 + 1e-9))
     np.testing.assert_allclose(sol.loss[later], sol.loss[-1])
     assert sol.trajectory.weight.shape == (9, 1, 3)
     # started at the steady state: every saved value is the start's

@@ -29,7 +29,9 @@ def _scipy_dual(X, y, a, gamma, pattern):
     return lam
 
 
-@pytest.mark.parametrize("seed", [0, 2, 5])
+@pytest.mark.parametrize(
+    "seed", [0, pytest.param(2, marks=pytest.mark.slow), pytest.param(5, marks=pytest.mark.slow)]
+)
 def test_max_margin_against_scipy_and_kkt(seed):
     key = jax.random.PRNGKey(seed)
     n, d, m = 12 + seed, 30 + 7 * seed, 6

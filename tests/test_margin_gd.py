@@ -32,6 +32,7 @@ def test_strong_signal_activates_every_neuron_after_one_step():
     assert bool(sol.activated[0]) and bool(all_activated(sol.model.W, net.a, X, y))
 
 
+@pytest.mark.slow
 def test_long_normalized_gd_stays_finite_and_converges_in_direction():
     X, y, _, _ = gaussian_mixture(20, 400, signal=15.0, key=jax.random.PRNGKey(0))
     net = small_leaky_init(10, 400, 0.1, scale=1e-10, key=jax.random.PRNGKey(1))

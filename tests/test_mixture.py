@@ -55,6 +55,7 @@ def test_sampled_test_error_against_the_closed_form():
         assert abs(mc - cf) < 4 * math.sqrt(cf * (1 - cf) / 40_000)
 
 
+@pytest.mark.slow
 def test_projected_test_error_matches_full_sampling():
     # the same distribution as sampling x in d dimensions, at a cost independent of d
     X, y, _, _ = gaussian_mixture(20, 300, signal=1.5, key=jax.random.PRNGKey(0))

@@ -20,6 +20,7 @@ from dynamics import (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["abs", "relu", "gelu_even", "swish"])
 def test_population_loss_against_monte_carlo(name):
     d, r, m = 10, 3, 16

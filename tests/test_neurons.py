@@ -39,6 +39,7 @@ def _split_curvature(mlp, data, j):
     return np.asarray((h * (g * -2 * t * (1 - t**2))[:, None]).T @ h)
 
 
+@pytest.mark.slow
 def test_split_of_a_critical_point_is_critical_with_the_derived_morse_index():
     narrow, data = _narrow_minimum()
     # measured: B's eigenvalues are (-1.8e-2, 3.3e-4, 2.7e-3) for neuron 0 and (-4.1e-3,

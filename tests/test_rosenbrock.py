@@ -109,6 +109,7 @@ def test_refuses_a_solve_that_is_not_callable(bad):
         HoldArgs(Rodas5P(), _step_args, bad)
 
 
+@pytest.mark.slow
 def test_backward_solves_integrate_the_same_equation():
     # diffrax hands a backward solve over as a term with a negated control
     def vf(t, y, args):

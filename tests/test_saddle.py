@@ -62,7 +62,14 @@ def _random_instance(key, n, m):
     return y, signs, directions
 
 
-@pytest.mark.parametrize("n,m", [(5, 3), pytest.param(16, 42, marks=pytest.mark.slow), (32, 12)])
+@pytest.mark.parametrize(
+    "n,m",
+    [
+        pytest.param(5, 3, marks=pytest.mark.slow),
+        pytest.param(16, 42, marks=pytest.mark.slow),
+        (32, 12),
+    ],
+)
 def test_invariants_on_random_instances(n, m):
     keys = jax.random.split(jax.random.PRNGKey(n * 100 + m), 8)
     y, signs, directions = jax.vmap(_random_instance, in_axes=(0, None, None))(keys, n, m)
@@ -192,6 +199,7 @@ def test_last_time_horizon_and_final_loss():
     assert float(pred.gd_epochs(time_scale=69.0, learning_rate=0.5)) == pytest.approx(69.0)
 
 
+@pytest.mark.slow
 def test_jump_time_grid_resolves_every_jump():
     y, signs, dirs = _random_instance(jax.random.PRNGKey(4), 8, 16)
     pred = saddle_jumps(y, signs, dirs)
@@ -252,6 +260,7 @@ def test_groups_and_tie_gaps_are_consistent():
         assert np.all(p.tie_gaps[s, :k] > 0) and np.all(np.isinf(p.tie_gaps[s, k:]))
 
 
+@pytest.mark.slow
 def test_finite_alpha_one_neuron_is_the_logistic_midpoint():
     # one neuron, one sample: ell = -1 + Y t + kappa / tau with kappa = log((1 + c)/2) from the
     # alignment phase, then the logistic u' = 2 tau (Y - u) u / n crosses u = Y (1 - 1/sqrt 2)
@@ -303,6 +312,7 @@ def test_plus_minus_one_labels_cost_and_plateaus_follow_the_flow():
     assert ties > 0
 
 
+@pytest.mark.slow
 def test_label_scale_moves_the_times_only():
     # times scale like 1/|y|; at labels x 1e12 an absolute tie floor once made every neuron
     # jump at the first time (1 jump, ok), where the same labels at scale 1 make 3

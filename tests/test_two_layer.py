@@ -21,6 +21,7 @@ def _correlated(n, c, seed=0):
     return jnp.sqrt(1.0 - c) * Q[1:] + jnp.sqrt(c) * Q[:1]
 
 
+@pytest.mark.slow
 def test_orthonormal_inputs_give_the_orthogonal_flow_at_alpha_1e30():
     X, y, model = _orthonormal_instance()
     tau = jnp.log(1e30)
