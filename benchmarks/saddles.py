@@ -39,6 +39,7 @@ from jax.flatten_util import ravel_pytree
 from benchmarks._common import Timer, enable_float64, log, parser, pyplot, save_figure
 from benchmarks._driver import finish, header
 from integrators import critical_point, gradient_flow, hessian_spectrum
+from theory._solution import result_names
 
 # (inputs d, student width, student depth, teacher width, flow time T, samples N)
 CASES = (
@@ -137,7 +138,7 @@ def case(d, width, depth, teacher_width, T, samples, seed, methods):  # noqa: PL
             seconds = timer()
             x = ravel_pytree(eqx.filter(cp.model, eqx.is_inexact_array))[0]
             counts = {key: int(v) for key, v in cp.stats.items()}
-            message = str(cp.result)
+            message = result_names(cp.result)
         else:
             x, seconds, counts, message = _scipy(method, x0, f, g, hvp)
         model = eqx.combine(unravel(x), static)

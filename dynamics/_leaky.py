@@ -5,7 +5,14 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from theory.checks import check_gamma, check_positive, check_positive_int, check_shape, inexact
+from theory.checks import (
+    check_finite,
+    check_gamma,
+    check_positive,
+    check_positive_int,
+    check_shape,
+    inexact,
+)
 
 MARGIN_LOSSES = ("exponential", "logistic")
 
@@ -102,12 +109,21 @@ def margin_loss(margins: Float[Array, " n"], loss: str = "exponential") -> Float
     >>> float(margin_loss(jnp.array([-800.0, 1.0])))  # exp(800) / 2 overflows float64
     inf
     """
+    return _margin_loss(_check_margins(margins, loss), loss)
+
+
+def _check_margins(margins, loss):
     check_margin_loss(loss)
     check_shape("margins", margins, (None,))
     if jnp.shape(margins)[0] == 0:
         raise ValueError("`margins` must hold at least one sample, got none")
+    return check_finite("margins", margins)
+
+
+def _margin_loss(margins, loss):
+    """`margin_loss` without the checks (for iterations that report non-finite margins)."""
     if loss == "exponential":
-        return jnp.exp(log_margin_loss(margins))
+        return jnp.exp(_log_margin_loss(margins, loss))
     return jnp.mean(jnp.logaddexp(0.0, -margins))
 
 
@@ -117,10 +133,11 @@ def log_margin_loss(margins: Float[Array, " n"], loss: str = "exponential") -> F
     >>> float(log_margin_loss(jnp.array([1000.0, 1000.0])))  # L = exp(-1000) underflows
     -1000.0
     """
-    check_margin_loss(loss)
-    check_shape("margins", margins, (None,))
-    if jnp.shape(margins)[0] == 0:
-        raise ValueError("`margins` must hold at least one sample, got none")
+    return _log_margin_loss(_check_margins(margins, loss), loss)
+
+
+def _log_margin_loss(margins, loss):
+    """`log_margin_loss` without the checks."""
     n = margins.shape[0]
     if loss == "exponential":
         return jax.nn.logsumexp(-margins) - jnp.log(n)

@@ -1,7 +1,10 @@
 """Two-class mixtures x = y mu + z for the max-margin paper, and their label noise."""
 
+import math
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from theory.checks import (
@@ -34,6 +37,10 @@ def _student_t(key, dof, shape, dtype):
 
     init = (key, jnp.zeros(shape, dtype), jnp.zeros(shape, bool))
     return jax.lax.while_loop(lambda s: ~jnp.all(s[2]), draw, init)[1]
+
+
+def _is_real_number(x) -> bool:
+    return isinstance(x, int | float | np.integer | np.floating) and not isinstance(x, bool)
 
 
 def _noise(key, shape, noise: str, dof, dtype):
@@ -78,8 +85,11 @@ def gaussian_mixture(
     n, d = check_positive_int("n", n), check_positive_int("d", d)
     if noise not in NOISES:
         raise ValueError(f"`noise` must be one of {NOISES}, got {noise!r}")
-    if noise == "student_t" and not dof > 2:
-        raise ValueError(f"`dof` must be > 2 (finite variance) for student_t noise, got {dof}")
+    if noise == "student_t" and not (_is_real_number(dof) and math.isfinite(dof) and dof > 2):
+        raise ValueError(
+            "`dof` must be a finite number > 2 (finite variance) for student_t noise (the "
+            f"Gaussian limit is noise='gaussian'), got {dof!r}"
+        )
     label_noise = check_label_noise(label_noise)
     signal = check_finite("signal", signal)
     noise_scale = check_positive("noise_scale", noise_scale)

@@ -7,6 +7,8 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from theory.checks import (
     check_alpha,
+    check_finite,
+    check_model,
     check_orthonormal_rows,
     check_positive_int,
     check_shape,
@@ -103,8 +105,17 @@ def square_loss(
     check_shape("y", y, (jnp.shape(X)[0],))
     if jnp.shape(X)[0] == 0:
         raise ValueError("`X` must hold at least one sample, got none")
-    r = model.predict(X) - y
+    model, X = _finite_model_and_inputs(model, X)
+    r = model.predict(X) - check_finite("y", y)
     return 0.5 * jnp.mean(r * r)
+
+
+def _finite_model_and_inputs(model, X):
+    """`model` (a TwoLayerReLU: its a and W) and `X`, checked finite (eagerly, or by
+    `eqx.error_if`)."""
+    check_model("model", model, TwoLayerReLU)
+    a, W = check_finite("model.a", model.a), check_finite("model.W", model.W)
+    return eqx.tree_at(lambda m: (m.a, m.W), model, (a, W)), check_finite("X", X)
 
 
 def signs_and_directions(
@@ -122,6 +133,7 @@ def signs_and_directions(
     ([-1.0], [0.6, -0.8])
     """
     check_shape("X", X, (None, model.W.shape[1]))
+    model, X = _finite_model_and_inputs(model, X)
     X = check_orthonormal_rows("X", X)
     W = model.W
     scale = jnp.max(jnp.abs(W), axis=1, keepdims=True)  # avoids underflow of ||w||^2
@@ -143,6 +155,7 @@ def tangent_kernel(model: TwoLayerReLU, X: Float[Array, "n d"]) -> Float[Array, 
     [[1.0, 0.0], [0.0, 0.0]]
     """
     check_shape("X", X, (None, model.W.shape[1]))
+    model, X = _finite_model_and_inputs(model, X)
     V = model.W @ X.T
     act, mask = jax.nn.relu(V), (V > 0).astype(V.dtype)
     K = act.T @ act + ((model.a**2)[:, None] * mask).T @ mask * (X @ X.T)

@@ -27,8 +27,11 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from theory import activation_function, dual_kernel
+from theory._solution import Readable
 from theory.checks import (
     check_activation,
+    check_finite,
+    check_model,
     check_orthonormal_rows,
     check_positive_int,
     check_shape,
@@ -150,9 +153,14 @@ def population_loss(model: MeanFieldNet, target: MultiIndexTarget) -> Float[Arra
     >>> round(float(population_loss(MeanFieldNet(jnp.sqrt(2.0) * jnp.eye(2, 3)), target)), 12)
     0.0
     """
-    W = model.W
-    check_shape("model.W", W, (None, target.directions.shape[1]))
+    check_model("model", model, MeanFieldNet)
+    check_shape("model.W", model.W, (None, target.directions.shape[1]))
     check_activation(model.activation, expected=target.activation)
+    return _population_loss(check_finite("model.W", model.W), target)
+
+
+def _population_loss(W, target):
+    """`population_loss` of the weights W, without the checks (for a flow's field)."""
     k = dual_kernel(target.activation)
     r = target.rank
     sq = jnp.sum(W * W, axis=1)
@@ -204,7 +212,7 @@ def symmetrize(model: MeanFieldNet, r: int, *, key: PRNGKeyArray, num: int) -> M
     return MeanFieldNet(rows, model.activation)
 
 
-class LossDecomposition(eqx.Module):
+class LossDecomposition(Readable):
     """`loss` = L(f), `symmetric` = 1/2 E (f~_K - f*)^2 and `asymmetric` = 1/2 E (f - f~_K)^2;
     `loss - symmetric - asymmetric` is the cross term, 0 in expectation as K grows.
 
@@ -252,14 +260,21 @@ def sample_loss(
     >>> float(sample_loss(net, jnp.eye(2), jnp.array([0.5, 0.5]), batch_size=1))
     0.0
     """
-    n = X.shape[0]
-    check_shape("y", y, (n,))
+    check_model("model", model, MeanFieldNet)
+    check_shape("y", y, (X.shape[0],))
+    W = check_finite("model.W", model.W)
+    X, y = check_finite("X", X), check_finite("y", y)
+    return _sample_loss(MeanFieldNet(W, model.activation), X, y, batch_size)
+
+
+def _sample_loss(model, X, y, batch_size):
+    """`sample_loss` without the checks (for a flow's field)."""
 
     def part(Xb, yb):
         r = model.predict(Xb) - yb
         return jnp.sum(r * r)
 
-    return 0.5 * _summed_over_batches(part, X, y, batch_size) / n
+    return 0.5 * _summed_over_batches(part, X, y, batch_size) / X.shape[0]
 
 
 def _summed_over_batches(part, X, y, batch_size):
@@ -333,7 +348,7 @@ def sample_loss_gradient(
     return (coef[:, None] * W + norms[:, None] * G) / m
 
 
-class Observables(eqx.Module):
+class Observables(Readable):
     """The staircase paper's observables of a mean-field net against a target: the mass
     `alpha` alpha~ = (1/m) sum ||w_i||^2, `beta1` and `beta2` (mean squared coordinate over
     the r relevant / d - r irrelevant directions) and per target direction the best neuron's

@@ -56,6 +56,8 @@ from theory import RESULTS, HoldArgs, Solution, _rescaled as rescaled, diffrax_s
 from theory.checks import (
     check_finite,
     check_flag,
+    check_matrix,
+    check_model,
     check_orthonormal_rows,
     check_shape,
     check_solver_options,
@@ -211,6 +213,8 @@ def orthogonal_flow(
     >>> bool(sol.ok), bool(sol.loss[-1] < 1e-6)
     (True, True)
     """
+    check_model("model", model, TwoLayerReLU)
+    X = check_matrix("X", X)
     n, d = X.shape
     check_shape("y", y, (n,))
     check_shape("model.W", model.W, (None, d))

@@ -12,6 +12,8 @@ from theory import RESULTS, Solution
 from theory.checks import (
     check_finite,
     check_flag,
+    check_matrix,
+    check_model,
     check_orthonormal_rows,
     check_positive,
     check_positive_int,
@@ -136,6 +138,8 @@ def gradient_descent(
     >>> bool(sol.ok)
     True
     """
+    check_model("model", model, TwoLayerReLU)
+    X = check_matrix("X", X)
     n, d = X.shape
     if orthonormal is None:
         orthonormal = _is_orthonormal(X) is not False
@@ -227,6 +231,7 @@ def stable_gradient_descent(
     >>> bool(sol.ok), float(sol.learning_rate)  # lambda_max(K) = 1 here
     (True, 1.0)
     """
+    check_model("model", model, TwoLayerReLU)
     if kernel_max is None:
         kernel_max = tangent_kernel_max(model, X)
     kernel_max = check_positive("kernel_max", kernel_max, scalar=True)  # 0 at a flat saddle

@@ -50,6 +50,7 @@ import optimistix as optx
 from jaxtyping import Array, Float
 
 from theory import RESULTS, HoldArgs, Solution, diffrax_stats
+from theory._solution import name_nonfinite
 from theory.checks import (
     check_flag,
     check_positive,
@@ -318,6 +319,7 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
     y_final = jax.tree_util.tree_map(lambda x: x[-1], y_final)
     t_stop = sol.ts[1][-1]
     result = RESULTS.promote(sol.result)
+    result = name_nonfinite(result, y_final, save(t_stop, y_final, Held(args))[:2])
     stats = diffrax_stats(sol)
     stopped = jnp.asarray(False)
     if event is not None:

@@ -13,9 +13,18 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Bool, Float, Int
 
-from dynamics import LeakyReLUNet, check_margin_loss, leaky_relu, log_margin_loss, margin_loss
+from dynamics import LeakyReLUNet, check_margin_loss, leaky_relu
+from dynamics._leaky import _log_margin_loss as log_margin_loss, _margin_loss as margin_loss
 from theory import RESULTS, Solution
-from theory.checks import check_finite, check_plus_minus_one, check_positive, check_shape, inexact
+from theory.checks import (
+    check_finite,
+    check_matrix,
+    check_model,
+    check_plus_minus_one,
+    check_positive,
+    check_shape,
+    inexact,
+)
 
 from ._gd import checkpoint_steps
 
@@ -77,6 +86,8 @@ def margin_gradient_descent(
     >>> bool(sol.ok), bool(sol.activated[-1]), bool(sol.loss[-1] < sol.loss[0])
     (True, True, True)
     """
+    check_model("model", model, LeakyReLUNet)
+    X = check_matrix("X", X)
     n, d = X.shape
     check_shape("y", y, (n,))
     check_shape("model.W", model.W, (None, d))

@@ -22,19 +22,20 @@ from dynamics import (
     MeanFieldNet,
     MultiIndexTarget,
     observables,
-    population_loss,
-    sample_loss,
     sample_loss_gradient,
 )
+from dynamics._multi_index import _population_loss, _sample_loss
 from theory import RESULTS, Solution, diffrax_stats
 from theory.checks import (
     check_activation,
     check_finite,
+    check_model,
     check_positive,
     check_positive_int,
     check_shape,
     check_solver_options,
     check_time_grid,
+    check_value,
 )
 
 
@@ -132,6 +133,7 @@ def mean_field_flow(
     >>> bool(sol.ok), bool(sol.loss[-1] < 0.1 * sol.loss[0])
     (True, True)
     """
+    check_model("model", model, MeanFieldNet)
     W0 = model.W
     m, d = W0.shape
     check_shape("model.W", W0, (None, target.directions.shape[1]))
@@ -153,13 +155,13 @@ def mean_field_flow(
     if samples is None:
 
         def loss(W):
-            return population_loss(MeanFieldNet(W, activation), target)
+            return _population_loss(W, target)
 
     else:
         X, y = samples
 
         def loss(W):
-            return sample_loss(MeanFieldNet(W, activation), X, y, batch_size=batch_size)
+            return _sample_loss(MeanFieldNet(W, activation), X, y, batch_size)
 
     if samples is None:
         grad = jax.grad(loss)
@@ -169,13 +171,16 @@ def mean_field_flow(
             return sample_loss_gradient(MeanFieldNet(W, activation), X, y, batch_size=batch_size)
 
     off = jnp.asarray(decay_off, W0.dtype)
+    if off.shape != ():
+        raise ValueError(f"`decay_off` must be one time (or inf), got shape {off.shape}")
+    off = check_value(off, ~jnp.isnan(off), f"`decay_off` must be a time or inf, got {decay_off}")
 
     def field(t, W, args):
         return -jnp.where(t < off, lam, 0.0) * W - m * grad(W)
 
     def save(t, W, args):
         net = MeanFieldNet(W, activation)
-        pop = population_loss(net, target)
+        pop = _population_loss(W, target)
         return pop, (loss(W) if samples is not None else pop), observables(net, target)
 
     if stepsize_controller is None:

@@ -175,7 +175,8 @@ def dense_shifted_solve(vector_field, t, y, args, shift):
     """The generic W-solve: J = df/dy by forward mode, (shift I - J) LU-factored once.
 
     Returns `solve(b)` for pytrees b shaped like y. O(N^3) per step for a state of size N,
-    the cost a structured solve exists to avoid. A concrete `shift` must be finite and nonzero.
+    the cost a structured solve exists to avoid. A concrete `shift` must be finite and nonzero;
+    called eagerly, a singular (or non-finite) shift I - J raises ValueError.
 
     >>> solve = dense_shifted_solve(lambda t, y, args: -y, 0.0, jnp.ones(2), None, 1.0)
     >>> [float(v) for v in solve(jnp.array([2.0, 4.0]))]  # (1 + 1) x = b
@@ -193,11 +194,27 @@ def dense_shifted_solve(vector_field, t, y, args, shift):
     J = jax.jacfwd(f)(flat)
     eye = jnp.eye(flat.size, dtype=flat.dtype)
     lu = jax.scipy.linalg.lu_factor(jnp.asarray(shift, flat.dtype) * eye - J)
+    if is_concrete(lu[0]):  # eagerly, a singular system is an error (under jit: the step's
+        # `result` says `singular` where the solve comes out non-finite)
+        pivots = np.abs(np.diag(np.asarray(lu[0])))
+        if not (np.all(np.isfinite(pivots)) and np.all(pivots > 0)):
+            raise ValueError(
+                "`shift` I - df/dy is singular or not finite (smallest |pivot| "
+                f"{pivots.min() if pivots.size else 0:.3e}): `shift` = {shift!r} is an "
+                "eigenvalue of the Jacobian, or the field is not finite at `y`"
+            )
 
     def solve(b):
         return unravel(jax.scipy.linalg.lu_solve(lu, jax.flatten_util.ravel_pytree(b)[0]))
 
     return solve
+
+
+def _finite(tree):
+    out = jnp.asarray(True)
+    for x in jtu.tree_leaves(tree):
+        out = out & jnp.all(jnp.isfinite(x))
+    return out
 
 
 class RodasInterpolation(diffrax.AbstractLocalInterpolation):
@@ -328,7 +345,20 @@ class _AbstractRodas(diffrax.AbstractAdaptiveSolver):
         y1 = jtu.tree_map(jnp.add, u, ks[-1])
         k_dense = jtu.tree_map(lambda *k: jnp.stack([combine(row, k) for row in tab.H]), *ks)
         dense_info = dict(y0=y0, y1=y1, k=k_dense)
-        return y1, ks[-1], dense_info, None, diffrax.RESULTS.successful
+        # A step that diffrax keeps (a constant step, or one its controller accepts) must be
+        # finite. Non-finite field or df/dt at the start: `nonfinite`; a finite one that the
+        # first W-solve made non-finite: `singular` (h gamma J has an eigenvalue 1); a later
+        # stage that overflowed: `nonfinite`. An adaptive controller rejects such a trial
+        # step first (its error is not finite), and diffrax ignores a rejected step's result.
+        R = diffrax.RESULTS
+        result = R.where(
+            _finite((f0, dfdt)),
+            R.where(
+                _finite(ks[0]), R.where(_finite((ks, y1)), R.successful, R.nonfinite), R.singular
+            ),
+            R.nonfinite,
+        )
+        return y1, ks[-1], dense_info, None, result
 
 
 class Rodas4(_AbstractRodas):

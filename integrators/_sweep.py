@@ -43,6 +43,7 @@ then spans all processes' devices, every process computes its share, and process
 import json
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -208,13 +209,19 @@ class _Programs:
 
     def prepare(self, instance_one, dyn) -> int:
         """Fix the batch size (the cache rule, from one seed's compiled memory) and compile."""
+        shapes = jax.eval_shape(self.run_one, instance_one, dyn)
+        if not jax.tree_util.tree_leaves(shapes):
+            raise ValueError(
+                "the run function must return a pytree of arrays (one row per seed), got "
+                f"{shapes!r} with no arrays"
+            )
         if self.batch_size is None:
             compiled = jax.jit(self.run_one).lower(instance_one, dyn).compile()
             mem = compiled.memory_analysis()
             per_seed = (
                 mem.temp_size_in_bytes + mem.argument_size_in_bytes + mem.output_size_in_bytes
             )
-            self.batch_size = pick_batch_size(per_seed)
+            self.batch_size = pick_batch_size(max(1, per_seed))
         b = self.batch_size
 
         def run_local(instances, dyn):
@@ -321,6 +328,18 @@ def _check_arguments(seeds, points, static, chunk_size, batch_size) -> int:
     if not points:
         raise ValueError("`grid` must hold at least one point, got none")
     return seeds
+
+
+def _error_message(err: BaseException) -> str:
+    """`Type: message` of a failed chunk, the user's own message first: an error raised
+    inside a jitted function (`eqx.error_if`, a host callback) arrives wrapped as
+    "CpuCallback error ... Traceback ..." with the message on an inner `...Error: ` line."""
+    text = str(err)
+    if "Traceback" in text or "CpuCallback" in text:
+        inner = re.findall(r"^\s*[A-Za-z_][\w.]*(?:Error|Exception): (.+)$", text, re.MULTILINE)
+        if inner:
+            return f"{type(err).__name__}: {inner[-1].strip()} (in full: {text[:2000]})"
+    return f"{type(err).__name__}: {text}"
 
 
 def sweep(
@@ -458,7 +477,7 @@ def sweep(
                     padded = -(-(hi - lo) // n_dev) * n_dev
                     data = _compute_chunk(prog, key0, lo, padded, hi - lo, dyn)
                 except Exception as err:  # noqa: BLE001 - recorded, reported, retried later
-                    error = f"{type(err).__name__}: {err}"
+                    error = _error_message(err)
                     point_failed.append({"seeds": [lo, hi], "error": error})
                     if path is not None and writer:
                         _write_json(path.with_suffix(".failed.json"), point_failed[-1])
@@ -531,7 +550,7 @@ def load_sweep(out: str | Path) -> SweepResult:
     timer = time.perf_counter()
     out = Path(out)
     manifest = _read_manifest(out / "sweep.json")
-    if manifest is None or "outputs" not in manifest:
+    if manifest is None or not {"outputs", "spec", "chunk_size", "fingerprint"} <= set(manifest):
         raise ValueError(f"`out` must be a sweep folder with a readable sweep.json, got {out}")
     spec, chunk_size = manifest["spec"], manifest["chunk_size"]
     seeds, points = int(spec["seeds"]), spec["points"]

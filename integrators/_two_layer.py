@@ -82,14 +82,18 @@ from jaxtyping import Array, Float, Int
 
 from dynamics import TwoLayerReLU
 from theory import RESULTS, Solution, _rescaled as rescaled
+from theory._solution import name_nonfinite
 from theory.checks import (
     check_finite,
+    check_matrix,
+    check_model,
     check_positive,
     check_positive_int,
     check_shape,
     check_solver_options,
     check_time_grid,
     check_time_scale,
+    check_value,
     inexact,
 )
 
@@ -489,9 +493,11 @@ def two_layer_flow(
     >>> bool(sol.ok), sol.pattern.tolist(), round(float(sol.loss[-1]), 4)
     (True, [[1, 2]], 0.25)
     """
+    check_model("model", model, TwoLayerReLU)
     if not isinstance(model, TwoLayerReLU):
         raise ValueError(f"`model` must be a TwoLayerReLU, got {type(model).__name__}")
     check_shape("X", X, (None, None))
+    X = check_matrix("X", X)
     n, d = jnp.shape(X)
     if n == 0:
         raise ValueError("`X` must hold at least one sample, got none")
@@ -501,11 +507,21 @@ def two_layer_flow(
         raise ValueError("`model` must have at least one neuron, got m = 0")
     dtype = jnp.result_type(model.a.dtype, jnp.asarray(X).dtype, float)
     if jnp.issubdtype(jnp.asarray(X).dtype, jnp.complexfloating) or dtype != jnp.float64:
+        fix = (
+            "convert them, e.g. `jnp.asarray(X, jnp.float64)`"
+            if jax.config.jax_enable_x64
+            else "enable `jax.config.update('jax_enable_x64', True)`"
+        )
         raise ValueError(
-            f"`X` and `model` must be real float64 (kinks are located to 1e-13 in time: enable "
-            f"`jax.config.update('jax_enable_x64', True)`), got {jnp.dtype(dtype).name}"
+            f"`X` and `model` must be real float64 (kinks are located to 1e-13 in time: {fix}), "
+            f"got {jnp.dtype(dtype).name}"
         )
     X, y = check_finite("X", inexact(X, dtype)), check_finite("y", inexact(y, dtype))
+    X = check_value(
+        X,
+        jnp.all(jnp.isfinite(X @ X.T)),
+        "`X` X^T overflows (inputs near 1e154 or larger): scale the inputs",
+    )
     ts = check_time_grid("ts", ts, dtype)
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
@@ -575,6 +591,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
             RESULTS.successful,
             RESULTS.promote(sol.result),
         )
+        result = name_nonfinite(result, final, _vector_field(sol.ts[1][-1], final, frame))
         return sol.ts[1][-1], final, stopped, saved, result, sol.stats
 
     def new_pattern(state, mode):

@@ -200,6 +200,43 @@ CASES["signs_and_directions"] += [
     (lambda: D.signs_and_directions(NET2, jnp.zeros((0, 2))), ValueError, "at least one row")
 ]
 
+# trust round 2: NaN through the losses, the wrong network, infinite dof
+NAN_NET2 = D.TwoLayerReLU(jnp.array([NAN, -1.0]), jnp.eye(2))
+CASES["square_loss"] += [
+    (lambda: D.square_loss(NET2, jnp.full((2, 2), NAN), jnp.ones(2)), ValueError, "`X`"),
+    (lambda: D.square_loss(NET2, jnp.eye(2), jnp.array([NAN, 1.0])), ValueError, "`y`"),
+    (lambda: D.square_loss(NAN_NET2, jnp.eye(2), jnp.ones(2)), ValueError, "model.a"),
+    (lambda: D.square_loss(LEAKY, jnp.eye(2), jnp.ones(2)), ValueError, "TwoLayerReLU"),
+]
+CASES["margin_loss"] += [(lambda: D.margin_loss(jnp.array([NAN, 1.0])), ValueError, "margins")]
+CASES["log_margin_loss"] += [
+    (lambda: D.log_margin_loss(jnp.array([NAN, 1.0])), ValueError, "margins")
+]
+CASES["population_loss"] += [
+    (lambda: D.population_loss(D.MeanFieldNet(jnp.full((2, 4), NAN)), TARGET), ValueError, "W")
+]
+CASES["sample_loss"] += [
+    (
+        lambda: D.sample_loss(MF, jnp.ones((3, 4)), jnp.array([1.0, NAN, 0.0])),
+        ValueError,
+        "`y`",
+    )
+]
+CASES["tangent_kernel_max"] += [
+    (lambda: D.tangent_kernel_max(NAN_NET2, jnp.eye(2)), ValueError, "model.a")
+]
+CASES["signs_and_directions"] += [
+    (lambda: D.signs_and_directions(NAN_NET2, jnp.eye(2)), ValueError, "model.a"),
+    (lambda: D.signs_and_directions(LEAKY, jnp.eye(2)), ValueError, "TwoLayerReLU"),
+]
+CASES["gaussian_mixture"] += [
+    (
+        lambda: D.gaussian_mixture(6, 10, signal=1.0, key=KEY, noise="student_t", dof=np.inf),
+        ValueError,
+        "dof",
+    )
+]
+
 
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES | MODULES))
 

@@ -292,6 +292,40 @@ CASES["mean_field_flow"] += [
     ),
 ]
 
+# trust round 2: the wrong network, a NaN switch time, a singular W-solve
+CASES["orthogonal_flow"] += [
+    (lambda: I.orthogonal_flow(X2, Y2, LEAKY, TS, time_scale=5.0), ValueError, "TwoLayerReLU")
+]
+CASES["two_layer_flow"] += [
+    (lambda: I.two_layer_flow(LEAKY, X2, Y2, TS), ValueError, "TwoLayerReLU")
+]
+CASES["gradient_descent"] += [
+    (
+        lambda: I.gradient_descent(X2, Y2, LEAKY, learning_rate=0.1, max_steps=3),
+        ValueError,
+        "TwoLayerReLU",
+    )
+]
+CASES["mean_field_flow"] += [
+    (lambda: I.mean_field_flow(TARGET, MF, TS, decay_off=NAN), ValueError, "decay_off"),
+    (lambda: I.mean_field_flow(TARGET, NET, TS), ValueError, "MeanFieldNet"),
+]
+CASES["margin_gradient_descent"] += [
+    (
+        lambda: I.margin_gradient_descent(X2, Y2, NET, learning_rate=0.1, max_steps=2),
+        ValueError,
+        "LeakyReLUNet",
+    )
+]
+CASES["dense_shifted_solve"] += [
+    (lambda: I.dense_shifted_solve(lambda t, y, a: y, 0.0, ONE, None, 1.0), ValueError, "singular"),
+    (
+        lambda: I.dense_shifted_solve(lambda t, y, a: y * NAN, 0.0, ONE, None, 1.0),
+        ValueError,
+        "singular",
+    ),
+]
+
 
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES))
 

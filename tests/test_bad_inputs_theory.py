@@ -302,6 +302,56 @@ CASES["nnqp"] += [
     )
 ]
 
+# trust round 2: inputs that gave silent answers (NaN, broadcasting, complex read as real)
+TS4 = np.array([0.0, 1.0, 1.0, 2.0])
+CASES["loss_plateaus"] += [
+    (
+        lambda: T.loss_plateaus(np.arange(4.0), np.array([1.0, 0.9, 0.5, 0.4]) + 0j),
+        ValueError,
+        "real",
+    ),
+    (lambda: T.loss_plateaus(TS4, np.array([1.0, 0.9, 0.5, 0.4])), ValueError, "equal save"),
+]
+CASES["measured_stage_times"] += [
+    (
+        lambda: T.measured_stage_times(
+            TS4, np.array([1.0, NAN, 2.0, 2.0]), np.ones(4), np.ones(4), equilibrium=2.0
+        ),
+        ValueError,
+        "`alpha`",
+    ),
+    (
+        lambda: T.measured_stage_times(TS4, np.ones(4), np.ones(4), np.ones(4), equilibrium=NAN),
+        ValueError,
+        "equilibrium",
+    ),
+]
+CASES["activation_pattern"] += [
+    (lambda: T.activation_pattern(jnp.ones(2), X2), ValueError, "`W`"),
+    (lambda: T.activation_pattern(jnp.full((1, 2), NAN), X2), ValueError, "`W`"),
+]
+CASES["effective_direction"] += [
+    (lambda: T.effective_direction(jnp.ones(2), jnp.ones(2)), ValueError, "`W`"),
+    (lambda: T.effective_direction(X2, jnp.array([NAN, 1.0])), ValueError, "`a`"),
+]
+CASES["mixture_test_error"] += [
+    (lambda: T.mixture_test_error(X2, A2, jnp.array([NAN, 1.0])), ValueError, "`mu`"),
+]
+CASES["signal_regime"] += [
+    (lambda: T.signal_regime(5, -1.0, 10), ValueError, "signal"),
+    (lambda: T.signal_regime(5, NAN, 10), ValueError, "signal"),
+]
+CASES["crossing_times"] += [
+    (
+        lambda: T.crossing_times(jnp.arange(3.0), jnp.array([0.5, NAN, 0.1]), PRED),
+        ValueError,
+        "NaN",
+    ),
+]
+CASES["one_minus_cos"] += [
+    (lambda: T.one_minus_cos(jnp.full((1, 2), NAN), jnp.ones((1, 2))), ValueError, "finite"),
+]
+
 
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES))
 

@@ -15,12 +15,12 @@ The staircase predictions use the even ones.
 
 import math
 
-import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import erf
 from jaxtyping import Array, Float
 
+from ._solution import Readable
 from .checks import check_activation, check_positive_int
 
 _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(160)
@@ -117,7 +117,7 @@ def second_moment(activation: str) -> Float[Array, ""]:
     return jnp.asarray(_WEIGHTS) @ activation_function(activation)(z) ** 2
 
 
-class HermiteEnergies(eqx.Module):
+class HermiteEnergies(Readable):
     """The Hermite energies of f* = sum_{j<=r} sigma(x_j) and the plateaus they predict
     (weight decay 0): `E0` = (r c_0)^2, `E2` = r c_2^2, `E4_plus` = r (E sigma^2 - c_0^2 -
     c_1^2 - c_2^2); `plateau_0` = (E2 + E4_plus) / 2 is the loss once the mean is fitted

@@ -201,6 +201,17 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver):
         # `max_steps`), an infinite one into its smallest step factor
         bad = ~(_finite(y1) & _finite(error))
         error = jax.tree_util.tree_map(lambda e: jnp.where(bad, jnp.inf, e), error)
+        # ...unless the field is not finite at the step's start, which no shorter step cures
+        # (it would spin to `max_steps`): the solve then ends there with `nonfinite`, as does
+        # a non-finite step that a constant-step controller keeps
+        dead = jax.lax.cond(
+            bad,
+            lambda: ~(_finite(y0) & _finite(self.solver.func(terms, t0, y0, held))),
+            lambda: jnp.asarray(False),
+        )
+        y1 = jax.tree_util.tree_map(lambda a, b: jnp.where(dead, a, b), y0, y1)
+        error = jax.tree_util.tree_map(lambda e: jnp.where(dead, 0.0, e), error)
+        result = diffrax.RESULTS.where(bad, diffrax.RESULTS.nonfinite, result)
         if self.stop is not None:
             # the step that finds a stop ends the solve where it started
             stop = self.stop(held)

@@ -30,7 +30,14 @@ from jaxtyping import Array, Bool, Float
 
 from ._nnqp import nnqp
 from ._solution import RESULTS, Solution
-from .checks import check_finite, check_gamma, check_plus_minus_one, check_shape, inexact
+from .checks import (
+    check_finite,
+    check_gamma,
+    check_plus_minus_one,
+    check_positive,
+    check_shape,
+    inexact,
+)
 
 
 class KKTResidual(Solution):
@@ -101,8 +108,7 @@ def kkt_residual(
     check_shape("y", y, (n,))
     check_shape("a", a, (m,))
     gamma = check_gamma(gamma)
-    if not float(kink_tol) >= 0:
-        raise ValueError(f"`kink_tol` must be >= 0, got {kink_tol}")
+    kink_tol = check_positive("kink_tol", kink_tol, allow_zero=True, scalar=True)
     rounds = int(rounds)
     if rounds < 1:
         raise ValueError(f"`rounds` must be >= 1, got {rounds}")

@@ -23,6 +23,7 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import betainc
 from jax.scipy.stats import norm as _normal
 from jaxtyping import Array, Bool, Float
@@ -30,6 +31,7 @@ from jaxtyping import Array, Bool, Float
 from ._nnqp import nnqp
 from ._solution import RESULTS, Solution
 from .checks import (
+    check_finite,
     check_gamma,
     check_label_noise,
     check_plus_minus_one,
@@ -89,8 +91,9 @@ def activation_pattern(W: Float[Array, "m d"], X: Float[Array, "n d"]) -> Bool[A
     >>> activation_pattern(jnp.array([[1.0, -1.0]]), jnp.eye(2)).tolist()
     [[True, False]]
     """
+    check_shape("W", W, (None, None))
     check_shape("X", X, (None, jnp.shape(W)[-1]))
-    return (W @ X.T) > 0
+    return (check_finite("W", W) @ check_finite("X", X).T) > 0
 
 
 def all_activated(W, a, X, y) -> Bool[Array, ""]:
@@ -232,8 +235,9 @@ def effective_direction(W: Float[Array, "m d"], a: Float[Array, " m"]) -> Float[
     >>> effective_direction(jnp.array([[1.0, 0.0], [0.0, 1.0]]), jnp.array([1.0, -1.0])).tolist()
     [1.0, -1.0]
     """
+    check_shape("W", W, (None, None))
     check_shape("a", a, (jnp.shape(W)[0],))
-    return a @ W
+    return check_finite("a", a) @ check_finite("W", W)
 
 
 def one_minus_cos(W: Float[Array, "... m d"], W_star: Float[Array, "m d"]) -> Float[Array, "..."]:
@@ -245,6 +249,7 @@ def one_minus_cos(W: Float[Array, "... m d"], W_star: Float[Array, "m d"]) -> Fl
     """
     check_shape("W_star", W_star, (None, None))
     check_shape("W", W, (*(None,) * (jnp.ndim(W) - 2), *jnp.shape(W_star)))
+    W, W_star = check_finite("W", W), check_finite("W_star", W_star)
     norm_w = jnp.linalg.norm(W, axis=(-2, -1), keepdims=True)
     norm_star = jnp.linalg.norm(W_star)
     message = "`W` and `W_star` must be nonzero: the cosine of a zero matrix is undefined"
@@ -286,8 +291,10 @@ def mixture_test_error(
     noise_scale = check_positive("noise_scale", noise_scale)
     v = effective_direction(W, a)
     check_shape("mu", mu, (jnp.shape(W)[-1],))
+    mu = check_finite("mu", mu)
     if cov is not None:
         check_shape("cov", cov, (jnp.shape(W)[-1], jnp.shape(W)[-1]))
+        cov = check_finite("cov", cov)
     spread = noise_scale * jnp.linalg.norm(v) if cov is None else jnp.sqrt(v @ cov @ v)
     message = "the net's effective direction sum_j a_j w_j must be nonzero (with `cov` PSD)"
     spread = check_value(spread, spread > 0, message)
@@ -308,6 +315,7 @@ def signal_regime(n, signal, d, noise_scale=1.0) -> Float[Array, ""]:
     """
     n, d = check_positive_int("n", n), check_positive_int("d", d)
     noise_scale = check_positive("noise_scale", noise_scale)
+    signal = check_positive("signal", signal, allow_zero=True)  # ||mu||: finite, >= 0
     return n * jnp.asarray(signal) ** 2 / (d * jnp.asarray(noise_scale) ** 2)
 
 
@@ -333,7 +341,8 @@ def bayes_error(signal, noise_scale=1.0, label_noise=0.0, *, dof=None):
     signal = check_positive("signal", signal, allow_zero=True)  # ||mu||, a norm
     python = isinstance(signal, float | int) and isinstance(noise_scale, float | int)
     if dof is not None:
-        if not (isinstance(dof, float | int) and math.isfinite(dof) and dof > 2):
+        real = isinstance(dof, int | float | np.integer | np.floating) and not isinstance(dof, bool)
+        if not (real and math.isfinite(dof) and dof > 2):
             raise ValueError(f"`dof` must be a finite number > 2 (finite variance), got {dof!r}")
         if dof < 1e6:  # beyond, the t law is the Gaussian one to ~1e-7
             with jax.enable_x64(True) if python else contextlib.nullcontext():  # Python: f64

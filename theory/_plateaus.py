@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .checks import check_finite, check_shape, check_time_grid
+from .checks import check_finite, check_shape, check_time_grid, inexact
 
 
 def loss_plateaus(
@@ -32,7 +32,7 @@ def loss_plateaus(
     """
     ts = np.asarray(check_time_grid("ts", ts), dtype=float)
     check_shape("loss", loss, ts.shape)
-    loss = np.asarray(check_finite("loss", loss), dtype=float)
+    loss = np.asarray(check_finite("loss", inexact(loss, float, "loss")), dtype=float)
     if np.any(loss <= 0):
         raise ValueError("`loss` must be > 0 everywhere (its logarithm is read), got a value <= 0")
     for name, v in (("rate_threshold", rate_threshold), ("min_drop", min_drop), ("floor", floor)):
@@ -40,6 +40,13 @@ def loss_plateaus(
             raise ValueError(f"`{name}` must lie in (0, 1), got {v}")
     if ts.size < 3:
         raise ValueError(f"need at least 3 save times, got {ts.size}")
+    repeated = np.flatnonzero((np.diff(ts) == 0) & (np.diff(loss) != 0))
+    if repeated.size:
+        i = int(repeated[0])
+        raise ValueError(
+            f"`loss` changes between equal save times (ts[{i}] = ts[{i + 1}] = {ts[i]}, loss "
+            f"{loss[i]} -> {loss[i + 1]}): a drop of zero duration has no rate"
+        )
     loss = np.maximum(loss, floor * loss.max())
     log = np.log(loss)
     dt = np.diff(ts)

@@ -40,12 +40,12 @@ in the weak one, bounded away from 0 unless n s^4 >> d sigma^4. Where n ||mu||^4
 benign overfitting must fail.
 """
 
-import equinox as eqx
 import jax.numpy as jnp
 from jax.scipy.stats import norm as _normal
 from jaxtyping import Array, Bool, Float
 
 from ._margin import with_flips
+from ._solution import Readable
 from .checks import (
     check_finite,
     check_gamma,
@@ -58,7 +58,7 @@ from .checks import (
 )
 
 
-class MarginConditions(eqx.Module):
+class MarginConditions(Readable):
     """Result of `margin_conditions`: Theorem 4.8's two conditions on one training set.
 
     - `positively_correlated`: <y_i x_i, y_k x_k> >= 0 for all i, k; `min_correlation`: the
@@ -98,6 +98,10 @@ def margin_conditions(
     gamma = check_gamma(gamma)
     X = check_finite("X", inexact(X))
     y = jnp.asarray(check_plus_minus_one("y", y), X.dtype)
+    # both conditions are scale-free: X scaled by a power of 2 to max |x| in [1, 2), so that
+    # the Gram matrix neither overflows (|x| ~ 1e200) nor underflows (|x| ~ 1e-200)
+    top = jnp.max(jnp.abs(X))
+    X = jnp.ldexp(X, -jnp.floor(jnp.log2(jnp.where(top > 0, top, 1.0))).astype(jnp.int32))
     yx = y[:, None] * X
     G = yx @ yx.T
     sq = jnp.diagonal(G)

@@ -209,6 +209,11 @@ def saddle_jumps(
       limit only. A real jump the predicted curve never crosses sets `result` to
       `RESULTS.uncrossed`.
 
+    Labels of any size are exact: the prediction is computed for y / s (s a power of 4 near
+    max |y|) and mapped back (times / s, amplitudes x sqrt(s), cost x s, losses x s^2; at
+    finite alpha the labels y at alpha are y / s at alpha / sqrt(s), in a clock stretched by
+    tau_s / tau), so that neither y^2 nor the fast phases overflow at |y| ~ 1e200.
+
     **Returns:** a `SaddleJumps`, padded to K = min(m, n) jumps. Jit-compiled; `jax.vmap` over
     a leading seed axis for batches. Bad shapes or signs raise `ValueError` (under an outer
     `jit`, bad signs raise through `eqx.error_if`). A failed fast-phase solve shows in
@@ -231,13 +236,16 @@ def saddle_jumps(
     y, signs, directions = _check_inputs(y, signs, directions)
     # <u_j, x_.> of a unit u_j has norm <= 1: longer rows are scaled to it (signs unchanged)
     directions = directions / jnp.maximum(1.0, jnp.linalg.norm(directions, axis=1))[:, None]
-    base = _algorithm1(y, signs, directions)
+    # Algorithm 1 on labels scaled by a power of 4 to max |y| in [1, 4), its outputs scaled
+    # back exactly: y^2 neither overflows (|y| ~ 1e200) nor underflows (|y| ~ 1e-200)
+    scale = _label_scale(y)
+    base = _algorithm1(y / scale, signs, directions)
     concrete = all(is_concrete(x) for x in (y, signs, directions))
     # the fast phases matter only where a group's supports overlap; skip them when none does
     resolve = not concrete or bool(np.any(np.asarray(base["overlap"])))
-    pred = _limit(y, signs, directions, base, resolve)
+    pred = _limit(y / scale, signs, directions, base, resolve)
     if time_scale is None:
-        return pred
+        return _unscale(pred, scale)
     tau = check_time_scale(time_scale, y.dtype)
     tau = check_value(
         tau,
@@ -245,7 +253,54 @@ def saddle_jumps(
         f"`time_scale` of the finite-alpha prediction must be >= {_MIN_TIME_SCALE:g} "
         f"(alpha <= 2e-9), got {time_scale}",
     )
-    return _finite_alpha(pred, y, signs, directions, tau)
+    # labels s y at init scale alpha are labels y at alpha / sqrt(s), in a clock stretched by
+    # tau_s / tau (tau_s = tau + log(s) / 2): the scaled problem, its times mapped back
+    tau_s = tau + 0.5 * jnp.log(scale)
+    tau_s = check_value(
+        tau_s,
+        tau_s >= _MIN_TIME_SCALE,
+        "the labels are too small for this `time_scale`: labels y at alpha are labels y / s "
+        "at alpha / sqrt(s), and log(1/alpha) + log(max |y|) / 2 must be >= "
+        f"{_MIN_TIME_SCALE:g} for the finite-alpha prediction (at larger alpha simulate the "
+        "flow itself, `integrators.orthogonal_flow`)",
+    )
+    pred = _finite_alpha(pred, y / scale, signs, directions, tau_s)
+    return _unscale(pred, scale, tau_s / tau, tau)
+
+
+@jax.jit
+def _label_scale(y):
+    """4^k <= max |y| < 4^(k + 1) (1 for y = 0): a scale that divides exactly."""
+    top = jnp.max(jnp.abs(y))
+    k = jnp.where(top > 0, jnp.floor(jnp.log2(jnp.where(top > 0, top, 1.0)) / 2), 0.0)
+    return jnp.ldexp(jnp.ones((), y.dtype), (2 * k).astype(jnp.int32))
+
+
+@jax.jit
+def _unscale(pred: SaddleJumps, s, stretch=1.0, tau=None) -> SaddleJumps:
+    """The prediction for labels s y from that for y (rescaled time t ~ 1/|y|, a ~ |y|^(1/2),
+    cost ~ |y|, loss ~ y^2); exact for s a power of 4. The finite-alpha times are also
+    stretched by tau_s / tau (`stretch`), and `time_scale` set to the caller's `tau`."""
+    root = jnp.sqrt(s)
+    out = eqx.tree_at(
+        lambda p: (
+            p.times, p.tie_gaps, p.times_finite_alpha, p.rates, p.amplitudes,
+            p.final_amplitudes, p.cost, p.cost_finite_alpha, p.plateaus, p.initial_plateau,
+        ),
+        pred,
+        (
+            pred.times / s, pred.tie_gaps / s, pred.times_finite_alpha * stretch / s,
+            pred.rates * s, pred.amplitudes * root, pred.final_amplitudes * root, pred.cost * s,
+            pred.cost_finite_alpha * s, pred.plateaus * s * s, pred.initial_plateau * s * s,
+        ),
+    )  # fmt: skip
+    if pred.curve_ts is None:
+        return out
+    return eqx.tree_at(
+        lambda p: (p.curve_ts, p.curve_loss, p.time_scale),
+        out,
+        (pred.curve_ts * stretch / s, pred.curve_loss * s * s, tau),
+    )
 
 
 _MIN_TIME_SCALE = 20.0  # the windows open at e^-18: neurons must start below it
@@ -277,6 +332,9 @@ def _algorithm1(y, signs, directions) -> dict:
         covered = live & group[:, None]
         fits = jnp.any(covered, axis=0)
         overlap = jnp.any(jnp.sum(covered, axis=0) > 1)
+        # every member of the group on the same unfitted support S: the group's cost is
+        # exactly ||y_S|| (a closed form, kept exact below), however it splits S
+        identical = jnp.all(jnp.where(group[:, None], covered == fits[None, :], True))
         sample_done = sample_done | fits
         neuron_done = neuron_done | group
         plateau = 0.5 * jnp.sum(jnp.where(sample_done, 0.0, y2)) / n
@@ -289,6 +347,7 @@ def _algorithm1(y, signs, directions) -> dict:
             rates=jnp.where(jumps, rate, 0.0),
             tie_gaps=jnp.where(jumps, gap, jnp.inf),
             overlap=overlap & jumps,
+            identical=identical & overlap & jumps,
         )
         return (t + dt, ell, neuron_done, sample_done), out
 
@@ -317,6 +376,16 @@ def _limit(y, signs, directions, base, resolve) -> SaddleJumps:
         )
         in_overlap = jnp.any(group & base["overlap"][:, None], axis=0)
         final = jnp.where(in_overlap, shared, lone)
+        # a group on one common support: its cost sum_j a_j^2 is ||y_S|| exactly; the fast
+        # phase gives the split, the closed form the total (the ODE is good to ~1e-7 only)
+        norm_s = jnp.sqrt(jnp.sum(jnp.where(base["fitted"], (y * y)[None, :], 0.0), axis=1))
+        cost_k = jnp.sum(jnp.where(group, (final * final)[None, :], 0.0), axis=1)
+        factor = jnp.where(
+            base["identical"] & (cost_k > 0),
+            jnp.sqrt(norm_s / jnp.where(cost_k > 0, cost_k, 1.0)),
+            1.0,
+        )
+        final = final * jnp.prod(jnp.where(group, factor[:, None], 1.0), axis=0)
     else:
         final = lone
     index = jnp.arange(m)
@@ -456,7 +525,10 @@ def crossing_times(
     """
     ts = check_time_grid("ts", ts)
     check_shape("loss", loss, (ts.shape[0],))
-    return _crossing_times(ts, inexact(loss, ts.dtype), prediction)
+    loss = inexact(loss, ts.dtype, "loss")
+    # inf marks save times after a failed solve stopped (never crossed); NaN is no loss at all
+    loss = check_value(loss, ~jnp.any(jnp.isnan(loss)), "`loss` must not hold NaN")
+    return _crossing_times(ts, loss, prediction)
 
 
 @jax.jit

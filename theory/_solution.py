@@ -7,8 +7,15 @@ return one take `throw=False`; with `throw=True` a failed solve raises instead (
 through `eqx.error_if` under `jit`).
 """
 
+import dataclasses
+
 import diffrax
 import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .checks import is_concrete
 
 
 class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
@@ -55,6 +62,21 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
     )
 
 
+def name_nonfinite(result, *trees):
+    """`RESULTS.nonfinite` in place of a spent step budget (`max_steps_reached`) where the state
+    or the field at the stop (`trees`) is not finite: the solve was rejecting every step
+    because of a NaN or an overflow, which no larger `max_steps` cures.
+
+    >>> name_nonfinite(RESULTS.max_steps_reached, jnp.array([1.0, jnp.nan])) == RESULTS.nonfinite
+    Array(True, dtype=bool)
+    """
+    finite = jnp.asarray(True)
+    for leaf in jax.tree_util.tree_leaves(trees):
+        finite = finite & jnp.all(jnp.isfinite(leaf))
+    spent = result == RESULTS.max_steps_reached
+    return RESULTS.where(spent & ~finite, RESULTS.nonfinite, result)
+
+
 def diffrax_stats(sol: diffrax.Solution) -> dict:
     """The `stats` of a solution from a diffrax solve: its step counts.
 
@@ -66,12 +88,67 @@ def diffrax_stats(sol: diffrax.Solution) -> dict:
     return {k: sol.stats[k] for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")}
 
 
-class Solution(eqx.Module):
+def result_names(result) -> str:
+    """The member name(s) of a RESULTS item: `RESULTS.successful`, or a list under `vmap`.
+
+    >>> result_names(RESULTS.diverged)
+    'RESULTS.diverged'
+    """
+    enum = result._enumeration
+    names = {int(item._value): name for name, item in enum._name_to_item.items()}
+    values = np.asarray(result._value) if is_concrete(result._value) else None
+    if values is None:
+        return f"{enum.__name__}.<traced>"
+    if values.ndim == 0:
+        return f"{enum.__name__}.{names.get(int(values), int(values))}"
+    return str([names.get(int(v), int(v)) for v in values.ravel()])
+
+
+_SHOWN = 8  # arrays of at most this many entries print their values
+
+
+def _shown(x) -> str:
+    if hasattr(x, "_enumeration") and hasattr(x, "_value"):  # a RESULTS item
+        return result_names(x)
+    if isinstance(x, jax.Array | np.ndarray | np.generic):
+        if not is_concrete(x):
+            return f"{x.dtype}{list(x.shape)}"
+        v = np.asarray(x)
+        if v.size <= _SHOWN:
+            wide = np.array2string(v, precision=6, separator=", ", max_line_width=10**6)
+            return wide if v.ndim else f"{v.item()!r}"
+        return f"{v.dtype}{list(v.shape)}"
+    if isinstance(x, dict):
+        return "{" + ", ".join(f"{k!r}: {_shown(v)}" for k, v in x.items()) + "}"
+    if isinstance(x, eqx.Module):
+        leaves = [v for v in jax.tree_util.tree_leaves(x) if isinstance(v, jax.Array)]
+        return f"{type(x).__name__}(" + ", ".join(f"{v.dtype}{list(v.shape)}" for v in leaves) + ")"
+    return repr(x)
+
+
+class Readable(eqx.Module):
+    """Prints its fields with their values (arrays of up to 8 entries in full, larger ones as
+    dtype[shape], a result as `RESULTS.name`), one per line."""
+
+    def __repr__(self):
+        fields = [f.name for f in dataclasses.fields(self)]
+        lines = [f"  {name}={_shown(getattr(self, name))}," for name in fields]
+        return f"{type(self).__name__}(\n" + "\n".join(lines) + "\n)"
+
+    __str__ = __repr__
+
+
+class Solution(Readable):
     """Base of every solution: `result`, `stats` and the `ok` property.
 
     >>> sol = Solution(result=RESULTS.successful, stats={"num_steps": 3})
     >>> bool(sol.ok)
     True
+    >>> sol
+    Solution(
+      result=RESULTS.successful,
+      stats={'num_steps': 3},
+    )
     """
 
     result: RESULTS

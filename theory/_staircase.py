@@ -25,14 +25,13 @@ import functools
 import math
 
 import diffrax
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
 from ._hermite import hermite_coefficients, second_moment
-from ._solution import RESULTS, Solution, diffrax_stats
+from ._solution import RESULTS, Readable, Solution, diffrax_stats
 from .checks import (
     check_activation,
     check_finite,
@@ -125,7 +124,7 @@ def _sphere_moments(q, J: int):
     return jnp.cumprod((2.0 * i + 1.0) / (q + 2.0 * i))
 
 
-class StageEquilibria(eqx.Module):
+class StageEquilibria(Readable):
     """Mass equilibria, plateaus and relaxation rates of the staircase's stages, with every
     Hermite order (`stage_equilibria`). The fields are (3,), for stages 0, 2 and >= 4, except
     the scalars `target_energy` and `weight_decay`.
@@ -542,14 +541,21 @@ def measured_stage_times(
     ...                      np.array([0.1, 0.2, 0.5, 0.95]), equilibrium=3.0).tolist()
     [2.0, 2.0, 3.0]
     """
-    ts, alpha = np.asarray(check_time_grid("ts", ts)), np.asarray(alpha)
+    ts = np.asarray(check_time_grid("ts", ts))
     for name, x in (("alpha", alpha), ("q", q), ("alignment", alignment)):
         check_shape(name, x, ts.shape)
+    alpha, q, alignment = (
+        np.asarray(check_finite(name, inexact(x, float, name)))
+        for name, x in (("alpha", alpha), ("q", q), ("alignment", alignment))
+    )
+    equilibrium = float(check_finite("equilibrium", inexact(equilibrium, float, "equilibrium")))
+    for name, v in (("eta", eta), ("eps", eps)):
+        if not 0 < float(v) < 1:
+            raise ValueError(f"`{name}` must lie in (0, 1), got {v}")
 
     def first(ok):
         hit = np.flatnonzero(ok)
         return float(ts[hit[0]]) if hit.size else float("inf")
 
     level = alpha[0] + (1.0 - eta) * (equilibrium - alpha[0])
-    q, alignment = np.asarray(q), np.asarray(alignment)
     return np.array([first(alpha > level), first(q < eta), first(alignment > 1.0 - eps)])

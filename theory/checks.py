@@ -53,6 +53,36 @@ def is_concrete(x) -> bool:
     return not isinstance(x, jax.core.Tracer)
 
 
+def check_model(name: str, model, cls) -> None:
+    """`model` must be a `cls` (a network of the kind the function's equations are for: a
+    `LeakyReLUNet` has `a` and `W` too, but is not a ReLU net).
+
+    >>> check_model("model", 3.0, float)
+    >>> check_model("model", 3.0, int)
+    Traceback (most recent call last):
+    ValueError: `model` must be a int, got float
+    """
+    if not isinstance(model, cls):
+        raise ValueError(f"`{name}` must be a {cls.__name__}, got {type(model).__name__}")
+
+
+def check_matrix(name: str, X):
+    """`X` as an array (a nested list is converted) that must be 2-D: (samples, features).
+
+    >>> check_matrix("X", [[1.0, 0.0]]).shape
+    (1, 2)
+    >>> check_matrix("X", jnp.ones(3))
+    Traceback (most recent call last):
+    ValueError: `X` must have shape (n, d), got shape (3,)
+    """
+    if not hasattr(X, "shape"):
+        X = np.asarray(X) if not isinstance(X, jax.core.Tracer) else X
+        X = jnp.asarray(X)
+    if jnp.ndim(X) != 2:
+        raise ValueError(f"`{name}` must have shape (n, d), got shape {tuple(jnp.shape(X))}")
+    return X
+
+
 def check_value(x, ok, message: str):
     """Raise `ValueError(message)` when `ok` is False; under `jit` use `eqx.error_if`.
 
@@ -257,9 +287,9 @@ def check_flag(name: str, value) -> bool:
     Traceback (most recent call last):
     ValueError: `hold_live` must be True or False, got 1
     """
-    if not isinstance(value, bool):
+    if not isinstance(value, bool | np.bool_):
         raise ValueError(f"`{name}` must be True or False, got {value!r}")
-    return value
+    return bool(value)
 
 
 def inexact(x, dtype=None, name="the input"):

@@ -1,0 +1,103 @@
+"""Trust round 2: inputs that once gave a silent wrong answer now give the right one or say why
+(the table-driven refusals are in tests/test_bad_inputs_*.py)."""
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dynamics as D
+import theory as T
+from integrators import RESULTS, HoldArgs, Rodas4, Rodas5P
+
+
+def _solve(solver, field, t1, dt0, controller):
+    return diffrax.diffeqsolve(
+        diffrax.ODETerm(field), solver, 0.0, t1, dt0, jnp.array([1.0]),
+        stepsize_controller=controller, throw=False, max_steps=4096,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("solver", [Rodas4(), Rodas5P()], ids=["Rodas4", "Rodas5P"])
+def test_rodas_at_a_constant_step_names_a_singular_w_and_a_nan_field(solver):
+    # y' = c y with c = 1 / (h gamma), as the step forms it: shift I - J = 0 exactly
+    c = 1.0 / (jnp.asarray(1.0) * float(solver._tableau.gamma))
+    sol = _solve(solver, lambda t, y, a: c * y, 1.0, 1.0, diffrax.ConstantStepSize())
+    assert sol.result == diffrax.RESULTS.singular
+    sol = _solve(solver, lambda t, y, a: y * jnp.nan, 1.0, 0.5, diffrax.ConstantStepSize())
+    assert sol.result == diffrax.RESULTS.nonfinite
+    # adaptive: the singular step is rejected and the solve goes on, to e^h
+    pid = diffrax.PIDController(rtol=1e-8, atol=1e-8)
+    sol = _solve(solver, lambda t, y, a: c * y, 1.0, 1.0, pid)
+    assert sol.result == diffrax.RESULTS.successful
+    np.testing.assert_allclose(sol.ys[-1, 0], np.exp(c), rtol=1e-6)
+
+
+def test_hold_args_with_a_nan_held_state_stops_as_nonfinite_not_max_steps():
+    def field(t, y, held):  # diffrax also calls it with the raw args (None)
+        return (1.0 if held is None else held) * y
+
+    hold = HoldArgs(diffrax.Tsit5(), lambda t, y, args: jnp.nan * jnp.ones_like(y))
+    for controller in (diffrax.ConstantStepSize(), diffrax.PIDController(rtol=1e-6, atol=1e-6)):
+        sol = _solve(hold, field, 1.0, 0.1, controller)
+        assert sol.result == diffrax.RESULTS.nonfinite, controller
+        assert RESULTS.promote(sol.result) == RESULTS.nonfinite
+
+
+@pytest.mark.parametrize("scale", [1e200, 1e-200, 3.0])
+def test_saddle_jumps_scale_with_the_labels_exactly(scale):
+    y = jnp.array([1.0, -2.0, 0.5])
+    S, D3 = jnp.array([1.0, -1.0]), jnp.array([[0.6, 0.3, 0.7], [0.2, 0.9, -0.1]])
+    ref = T.saddle_jumps(y, S, D3)
+    big = T.saddle_jumps(scale * y, S, D3)
+    assert big.ok and int(big.num_jumps) == int(ref.num_jumps) == 2
+    # rescaled time ~ 1/|y|, a ~ |y|^(1/2), cost ~ |y|: t_1 = 1e-200 and cost 1e200 are numbers
+    np.testing.assert_allclose(big.times, ref.times / scale, rtol=1e-14)
+    np.testing.assert_allclose(big.cost, ref.cost * scale, rtol=1e-14)
+    np.testing.assert_allclose(big.final_amplitudes, ref.final_amplitudes * scale**0.5, rtol=1e-14)
+    assert big.neurons.tolist() == ref.neurons.tolist()
+
+
+def test_saddle_jumps_on_one_label_of_1e200_is_the_closed_form():
+    pred = T.saddle_jumps(jnp.array([1e200]), jnp.array([1.0]), jnp.array([[0.3]]))
+    assert pred.ok and float(pred.times[0]) == pytest.approx(1e-200, rel=1e-15)
+    assert float(pred.cost) == pytest.approx(1e200, rel=1e-15)
+
+
+def test_margin_conditions_are_scale_free():
+    X = jnp.array([[3.0, 0.1], [-3.0, 0.1], [0.2, 2.0]])
+    y = jnp.array([1.0, -1.0, 1.0])
+    ref = T.margin_conditions(X, y, 0.1)
+    for scale in (1e200, 1e-200):
+        c = T.margin_conditions(scale * X, y, 0.1)
+        assert bool(c.positively_correlated) == bool(ref.positively_correlated)
+        assert bool(c.near_orthogonal) == bool(ref.near_orthogonal)
+        np.testing.assert_allclose(c.orthogonality_ratio, ref.orthogonality_ratio, rtol=1e-14)
+        np.testing.assert_allclose(c.min_correlation, ref.min_correlation, rtol=1e-14)
+
+
+def test_numpy_integer_dof_is_a_number():
+    assert T.bayes_error(3.0, dof=np.int64(5)) == T.bayes_error(3.0, dof=5)
+
+
+def test_losses_check_finiteness_under_jit_too():
+    net = D.TwoLayerReLU(jnp.array([1.0]), jnp.array([[1.0, 0.0]]))
+    loss = jax.jit(lambda X: D.square_loss(net, X, jnp.ones(2)))
+    assert float(loss(jnp.eye(2))) == 0.25  # residuals (0, -1)
+    with pytest.raises(Exception, match="`X` must be finite"):
+        loss(jnp.full((2, 2), jnp.nan))
+
+
+def test_a_group_on_one_common_support_costs_exactly_its_closed_form():
+    # neurons 0 and 1 share the support {0, 1} (different prefactors): a tie whose split the
+    # fast phase decides, but whose cost is ||y_S|| = sqrt 5 exactly; neuron 2 fits sample 2
+    y = jnp.array([1.0, 2.0, -0.5])
+    S = jnp.array([1.0, 1.0, -1.0])
+    D3 = jnp.array([[0.7, 0.2, -0.3], [0.1, 0.8, -0.4], [-0.2, 0.1, 0.6]])
+    pred = T.saddle_jumps(y, S, D3)
+    assert pred.ok and pred.groups[0].tolist()[:2] == [0, 1]
+    assert float(pred.cost) == pytest.approx(np.sqrt(5.0) + 0.5, rel=1e-14)
+    a = np.asarray(pred.final_amplitudes)
+    assert a[0] > 0 and a[1] > 0 and abs(a[0] - a[1]) > 1e-3  # a real split, not halves
+    assert a[0] ** 2 + a[1] ** 2 == pytest.approx(np.sqrt(5.0), rel=1e-14)
