@@ -184,11 +184,11 @@ def spectra(d, width, depth, teacher_width, T, samples, seed) -> dict:  # noqa: 
     jax.block_until_ready(dense.eigenvalues)
     dense_seconds = timer()
     timer = Timer()
-    lanczos = hessian_spectrum(start, loss, data, k=5, steps=60)
+    lanczos = hessian_spectrum(start, loss, data, k=5, steps=min(60, int(x0.size)))
     jax.block_until_ready(lanczos.eigenvalues)
     lanczos_first = timer()
     timer = Timer()
-    lanczos = hessian_spectrum(start, loss, data, k=5, steps=60)
+    lanczos = hessian_spectrum(start, loss, data, k=5, steps=min(60, int(x0.size)))
     jax.block_until_ready(lanczos.eigenvalues)
     lanczos_seconds = timer()
     want = np.r_[reference[:5], reference[-5:]]
