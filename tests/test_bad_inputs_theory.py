@@ -352,6 +352,24 @@ CASES["one_minus_cos"] += [
     (lambda: T.one_minus_cos(jnp.full((1, 2), NAN), jnp.ones((1, 2))), ValueError, "finite"),
 ]
 
+CASES["nnqp"] += [
+    (
+        lambda: T.nnqp(jnp.array([[1.0, 0.0], [0.0, NAN]]), A2, tol=1e-9, max_steps=5),
+        ValueError,
+        "`G`",
+    )
+]
+CASES["lotka_volterra"] += [
+    (
+        lambda: T.lotka_volterra(
+            jnp.array([0.01, 0.01]), jnp.array([0.0, 1.0]), c0=NAN, c2=0.5, r=2, d=4,
+            weight_decay=0.0,
+        ),
+        ValueError,
+        "c0",
+    ),
+]  # fmt: skip
+
 
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES))
 

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
 from ._solution import RESULTS, Solution
-from .checks import check_positive, check_positive_int
+from .checks import check_finite, check_positive, check_positive_int
 
 
 class NNQPSolution(Solution):
@@ -78,6 +78,7 @@ def nnqp(G, b, *, tol, max_steps: int, throw: bool = False) -> NNQPSolution:
         raise ValueError("`b` must hold at least one entry, got none")
     dtype = jnp.result_type(jnp.asarray(G), jnp.asarray(b), float)
     G, b = jnp.asarray(G, dtype), jnp.asarray(b, dtype)  # integer programs are converted
+    G, b = check_finite("G", G), check_finite("b", b)
     max_steps = check_positive_int("max_steps", max_steps)
     tol = check_positive("tol", tol, scalar=True)
     lam, passive, it = _active_set(G, b, tol, max_steps)

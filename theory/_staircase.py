@@ -31,7 +31,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._hermite import hermite_coefficients, second_moment
-from ._solution import RESULTS, Readable, Solution, diffrax_stats
+from ._solution import RESULTS, Readable, Solution, diffrax_stats, name_nonfinite
 from .checks import (
     check_activation,
     check_finite,
@@ -74,6 +74,8 @@ def _solve(field, y0, ts, args, rtol, atol, throw) -> ODESolution:
         throw=False,
     )
     result = RESULTS.promote(sol.result)
+    # a budget spent on a non-finite field (NaN or overflowing coefficients) says so
+    result = name_nonfinite(result, field(ts[0], y0, args))
     out = ODESolution(ts=ts, ys=sol.ys, result=result, stats=diffrax_stats(sol))
     return out.raise_if_failed(throw)
 
@@ -296,8 +298,10 @@ def lotka_volterra(
     r = check_positive_int("r", r)
     d = check_positive_int("d", d, minimum=r)
     weight_decay = check_positive("weight_decay", weight_decay, allow_zero=True, scalar=True)
-    args = (c0, c2, r, d, weight_decay, jnp.asarray(1.0 if corrected else 0.0))
     ts = check_time_grid("ts", ts)
+    c0 = jnp.asarray(check_positive("c0", c0, scalar=True), ts.dtype)
+    c2 = jnp.asarray(check_positive("c2", c2, allow_zero=True, scalar=True), ts.dtype)
+    args = (c0, c2, r, d, weight_decay, jnp.asarray(1.0 if corrected else 0.0))
     check_shape("beta0", beta0, (2,))
     beta0 = check_positive("beta0", inexact(beta0, ts.dtype), allow_zero=True)
     return _solve(_lv_field, beta0, ts, args, 1e-10, 1e-10, throw)
