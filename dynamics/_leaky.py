@@ -6,6 +6,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from theory.checks import (
+    check_dtype,
     check_finite,
     check_gamma,
     check_positive,
@@ -76,7 +77,7 @@ def fixed_second_layer(m: int, dtype=None) -> Float[Array, " m"]:
     [0.5, 0.5, -0.5, -0.5]
     """
     m = check_positive_int("m", m, minimum=2)  # both signs
-    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
     signs = jnp.where(jnp.arange(m) < (m + 1) // 2, 1.0, -1.0).astype(dtype)
     return signs / jnp.sqrt(jnp.asarray(m, dtype))
 
@@ -93,7 +94,7 @@ def small_leaky_init(
     """
     m, d = check_positive_int("m", m, minimum=2), check_positive_int("d", d)
     scale = check_positive("scale", scale)
-    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
     W = scale * jax.random.normal(key, (m, d), dtype) / jnp.sqrt(d)
     return LeakyReLUNet(W, fixed_second_layer(m, dtype), gamma)
 

@@ -8,6 +8,7 @@ import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from theory.checks import (
+    check_dtype,
     check_finite,
     check_label_noise,
     check_positive,
@@ -93,7 +94,7 @@ def gaussian_mixture(
     label_noise = check_label_noise(label_noise)
     signal = check_finite("signal", signal)
     noise_scale = check_positive("noise_scale", noise_scale)
-    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
     ky, kz, kf = jax.random.split(key, 3)
     clean = jax.random.rademacher(ky, (n,), dtype)
     mu = jnp.zeros((d,), dtype).at[0].set(signal)

@@ -7,6 +7,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from theory.checks import (
     check_alpha,
+    check_dtype,
     check_finite,
     check_model,
     check_orthonormal_rows,
@@ -65,7 +66,7 @@ def balanced_init(m: int, d: int, alpha, *, key: PRNGKeyArray, dtype=None) -> Tw
     (True, (45, 32))
     """
     m, d = check_positive_int("m", m), check_positive_int("d", d)
-    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
     alpha = check_alpha(alpha, dtype)
     ks, ku = jax.random.split(key)
     s = jax.random.rademacher(ks, (m,), dtype=dtype)
@@ -85,7 +86,7 @@ def he_uniform_init(m: int, d: int, *, key: PRNGKeyArray, dtype=None) -> TwoLaye
     True
     """
     m, d = check_positive_int("m", m), check_positive_int("d", d)
-    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
     ka, kw = jax.random.split(key)
     bw, ba = 1.0 / jnp.sqrt(d), 1.0 / jnp.sqrt(m)
     W = jax.random.uniform(kw, (m, d), dtype=dtype, minval=-bw, maxval=bw)

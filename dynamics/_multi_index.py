@@ -30,6 +30,7 @@ from theory import activation_function, dual_kernel
 from theory._solution import Readable
 from theory.checks import (
     check_activation,
+    check_dtype,
     check_finite,
     check_model,
     check_orthonormal_rows,
@@ -81,7 +82,7 @@ def standard_target(r: int, d: int, activation: str = "abs", dtype=None) -> Mult
     """
     r = check_positive_int("r", r)
     d = check_positive_int("d", d, minimum=r)
-    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
     return MultiIndexTarget(jnp.eye(r, d, dtype=dtype), activation)
 
 
@@ -127,7 +128,7 @@ def mean_field_init(
     ((250, 100), 'abs')
     """
     m, d = check_positive_int("m", m), check_positive_int("d", d)
-    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
     return MeanFieldNet(jax.random.normal(key, (m, d), dtype) / jnp.sqrt(d), activation)
 
 

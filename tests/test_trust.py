@@ -1,6 +1,10 @@
 """Trust round 2: inputs that once gave a silent wrong answer now give the right one or say why
 (the table-driven refusals are in tests/test_bad_inputs_*.py)."""
 
+import os
+import subprocess
+import sys
+
 import diffrax
 import jax
 import jax.numpy as jnp
@@ -101,3 +105,16 @@ def test_a_group_on_one_common_support_costs_exactly_its_closed_form():
     a = np.asarray(pred.final_amplitudes)
     assert a[0] > 0 and a[1] > 0 and abs(a[0] - a[1]) > 1e-3  # a real split, not halves
     assert a[0] ** 2 + a[1] ** 2 == pytest.approx(np.sqrt(5.0), rel=1e-14)
+
+
+def test_float64_asked_for_without_x64_is_refused_not_truncated():
+    code = (
+        "import jax, jax.numpy as jnp, dynamics\n"
+        "try:\n"
+        "    dynamics.balanced_init(4, 4, 1e-3, key=jax.random.PRNGKey(0), dtype=jnp.float64)\n"
+        "except ValueError as e:\n"
+        "    print('refused:', e)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert "refused: `dtype` float64 needs float64 enabled" in out.stdout, out.stderr

@@ -83,6 +83,29 @@ def check_matrix(name: str, X):
     return X
 
 
+def check_dtype(dtype):
+    """A floating `dtype` that JAX holds as asked (None passes): float64 needs x64 enabled,
+    else JAX would silently truncate to float32 (with only a warning).
+
+    >>> check_dtype(None), check_dtype(jnp.float32).name
+    (None, 'float32')
+    >>> check_dtype(jnp.int32)
+    Traceback (most recent call last):
+    ValueError: `dtype` must be a floating dtype (float32 or float64), got int32
+    """
+    if dtype is None:
+        return None
+    d = np.dtype(dtype)
+    if not np.issubdtype(d, np.floating):
+        raise ValueError(f"`dtype` must be a floating dtype (float32 or float64), got {d}")
+    if d.itemsize > 4 and not jax.config.jax_enable_x64:
+        raise ValueError(
+            f"`dtype` {d} needs float64 enabled: `jax.config.update('jax_enable_x64', True)` "
+            "(else JAX truncates it to float32)"
+        )
+    return d
+
+
 def check_value(x, ok, message: str):
     """Raise `ValueError(message)` when `ok` is False; under `jit` use `eqx.error_if`.
 
