@@ -133,7 +133,8 @@ def _to_log_scale(params, labels, count, dtype):
 def zero_units(params, labels, count):
     """Units whose weights are all zero at the start (a zero unit has no scale to follow:
     its kappa would run off like log t)."""
-    sizes = _unit_sum(labels, [x * x for x in jax.tree_util.tree_leaves(params)], count)
+    # sum |x|, not x^2: a unit of size 1e-30 squares to 0 in float32 but is not zero
+    sizes = _unit_sum(labels, [jnp.abs(x) for x in jax.tree_util.tree_leaves(params)], count)
     used = np.zeros(count, bool)
     for lab in labels:
         used[np.asarray(lab)[np.asarray(lab) >= 0]] = True

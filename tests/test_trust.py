@@ -118,3 +118,11 @@ def test_float64_asked_for_without_x64_is_refused_not_truncated():
     env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert "refused: `dtype` float64 needs float64 enabled" in out.stdout, out.stderr
+
+
+def test_a_float32_unit_of_size_1e30_is_not_zero():
+    from integrators._units import zero_units
+
+    params = [jnp.full((2,), 1e-30, jnp.float32), jnp.zeros((2,), jnp.float32)]
+    labels = [jnp.array([0, 0]), jnp.array([1, 1])]
+    assert zero_units(params, labels, 2).tolist() == [False, True]  # 1e-30^2 underflows
