@@ -2,6 +2,7 @@
 
 import math
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,12 +12,13 @@ from theory.checks import (
     check_dtype,
     check_finite,
     check_label_noise,
+    check_model,
     check_positive,
     check_positive_int,
     check_shape,
 )
 
-from ._leaky import leaky_relu
+from ._leaky import LeakyReLUNet, leaky_relu
 
 NOISES = ("gaussian", "rademacher", "student_t")
 
@@ -129,6 +131,10 @@ def sampled_test_error(
     True
     """
     d = model.W.shape[-1]
+    # NaN weights would count every sample as classified right (NaN <= 0 is False)
+    model = jax.tree_util.tree_map(
+        lambda x: check_finite("model", x) if eqx.is_inexact_array(x) else x, model
+    )
     num_batches = check_positive_int("num_batches", num_batches)
     batch_size = check_positive_int("batch_size", batch_size)
 
@@ -173,6 +179,7 @@ def projected_test_error(
     >>> bool(0.0 < err < 0.01)  # Phi(-3) = 0.00135
     True
     """
+    check_model("model", model, LeakyReLUNet)
     num_samples = check_positive_int("num_samples", num_samples)
     label_noise = check_label_noise(label_noise)
     noise_scale = check_positive("noise_scale", noise_scale)

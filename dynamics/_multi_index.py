@@ -134,6 +134,8 @@ def mean_field_init(
 
 def _unit(W):
     """The rows of W divided by their norms (0 for a zero row, which carries no mass)."""
+    top = jnp.max(jnp.abs(W), axis=1, keepdims=True)  # no over/underflow of ||w||^2
+    W = W / jnp.where(top > 0, top, 1.0)
     sq = jnp.sum(W * W, axis=1, keepdims=True)
     return W / jnp.sqrt(jnp.where(sq > 0, sq, 1.0))
 
@@ -373,7 +375,9 @@ def observables(model: MeanFieldNet, target: MultiIndexTarget) -> Observables:
     >>> float(obs.alpha), float(obs.beta1), float(obs.beta2), obs.alignment.tolist()
     (4.0, 4.0, 0.0, [1.0])
     """
-    W = model.W
+    check_model("model", model, MeanFieldNet)
+    check_activation(model.activation, expected=target.activation)
+    W = check_finite("model.W", model.W)
     check_shape("model.W", W, (None, target.directions.shape[1]))
     r = target.rank
     d = W.shape[1]

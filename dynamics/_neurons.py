@@ -122,6 +122,10 @@ def merge_neurons(model, i: int, j: int, *, layer: int | None = None, atol: floa
     >>> merge_neurons(net, 1, 2).a.tolist()
     [1.0, -2.0]
     """
+    if isinstance(atol, bool) or not (
+        isinstance(atol, int | float | np.integer | np.floating) and np.isfinite(atol) and atol >= 0
+    ):
+        raise ValueError(f"`atol` must be a finite number >= 0, got {atol!r}")
     W, b, C, rebuild = _hidden(model, layer)
     m = W.shape[0]
     i, j = _index("i", i, m), _index("j", j, m)

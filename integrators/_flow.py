@@ -225,7 +225,8 @@ def orthogonal_flow(
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
     model = TwoLayerReLU(check_finite("model.a", model.a), check_finite("model.W", model.W))
-    check_flag("hold_live", hold_live)
+    hold_live = check_flag("hold_live", hold_live)
+    save_params = check_flag("save_params", save_params)
     solver = diffrax.Dopri5() if solver is None else solver
     if hold_live:
         solver = HoldArgs(solver, _held_live, _overshoot)

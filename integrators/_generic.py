@@ -176,7 +176,8 @@ def gradient_flow(
     ts = check_time_grid("ts", ts, dtype)
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
-    check_flag("hold_kinks", hold_kinks)
+    hold_kinks = check_flag("hold_kinks", hold_kinks)
+    save_model = check_flag("save_model", save_model)
     max_sliding = check_positive_int("max_sliding", max_sliding)
     shape = eqx.filter_eval_shape(loss, model, args)
     if not (hasattr(shape, "shape") and shape.shape == ()):

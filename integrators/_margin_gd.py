@@ -18,6 +18,7 @@ from dynamics._leaky import _log_margin_loss as log_margin_loss, _margin_loss as
 from theory import RESULTS, Solution
 from theory.checks import (
     check_finite,
+    check_flag,
     check_matrix,
     check_model,
     check_plus_minus_one,
@@ -92,6 +93,7 @@ def margin_gradient_descent(
     check_shape("y", y, (n,))
     check_shape("model.W", model.W, (None, d))
     check_margin_loss(loss)
+    normalized = check_flag("normalized", normalized)
     targets = checkpoint_steps(max_steps, num_checkpoints)
     y = check_plus_minus_one("y", y)
     X = check_finite("X", inexact(X, model.W.dtype))

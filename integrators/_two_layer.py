@@ -85,6 +85,7 @@ from theory import RESULTS, Solution, _rescaled as rescaled
 from theory._solution import name_nonfinite
 from theory.checks import (
     check_finite,
+    check_flag,
     check_matrix,
     check_model,
     check_positive,
@@ -526,6 +527,7 @@ def two_layer_flow(
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
     max_kink_events = check_positive_int("max_kink_events", max_kink_events)
+    save_params = check_flag("save_params", save_params)
     if gram_tol is None:
         gram_tol = 64 * n * float(jnp.finfo(dtype).eps)
     gram_tol = float(check_positive("gram_tol", gram_tol, allow_zero=True, scalar=True))

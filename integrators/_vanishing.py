@@ -310,7 +310,8 @@ def vanishing_flow(
     directions = check_finite("directions", inexact(directions, dtype))
     y = check_finite("y", inexact(y, dtype))
     ts = check_time_grid("ts", ts, dtype)
-    check_flag("hold_live", hold_live)
+    hold_live = check_flag("hold_live", hold_live)
+    save_directions = check_flag("save_directions", save_directions)
     if stepsize_controller is None:
         # PI damping is for an explicit solver at its stability limit (`default_controller`);
         # the L-stable default has none, and a plain I controller takes 12% fewer steps

@@ -237,6 +237,15 @@ CASES["gaussian_mixture"] += [
     )
 ]
 
+CASES["merge_neurons"] += [(lambda: D.merge_neurons(NET2, 0, 1, atol=np.inf), ValueError, "atol")]
+CASES["observables"] += [(lambda: D.observables(NET2, TARGET), ValueError, "MeanFieldNet")]
+CASES["projected_test_error"] += [
+    (lambda: D.projected_test_error(NET2, key=KEY, signal=1.0), ValueError, "LeakyReLUNet")
+]
+MODULES["TwoLayerReLU"] += [
+    (lambda: D.TwoLayerReLU(jnp.ones(2) + 0j, jnp.eye(2)), ValueError, "real")
+]
+
 
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES | MODULES))
 

@@ -326,6 +326,22 @@ CASES["dense_shifted_solve"] += [
     ),
 ]
 
+CASES["orthogonal_flow"] += [
+    (
+        lambda: I.orthogonal_flow(X2, Y2, NET, TS, time_scale=5.0, save_params="False"),
+        ValueError,
+        "save_params",
+    ),
+    (lambda: I.orthogonal_flow(X2, Y2, NET, TS, time_scale=5.0, rtol=True), ValueError, "rtol"),
+]
+CASES["margin_gradient_descent"] += [
+    (
+        lambda: I.margin_gradient_descent(X2, Y2, LEAKY, learning_rate=0.1, normalized=1),
+        ValueError,
+        "normalized",
+    )
+]
+
 
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES))
 

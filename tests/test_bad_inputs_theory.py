@@ -370,6 +370,22 @@ CASES["lotka_volterra"] += [
     ),
 ]  # fmt: skip
 
+# the second sweep: complex input, non-bool flags, kernels past |rho| = 1, negative losses
+CASES["min_norm_cost"] += [
+    (lambda: T.min_norm_cost(jnp.array([1.0 + 1j, 2.0])), ValueError, "real")
+]
+CASES["dual_kernel"] += [(lambda: T.dual_kernel("gelu")(1.5), ValueError, "rho")]
+CASES["crossing_times"] += [
+    (
+        lambda: T.crossing_times(jnp.arange(3.0), jnp.array([0.5, -1.0, 0.1]), PRED),
+        ValueError,
+        ">= 0",
+    )
+]
+CASES["nnqp"] += [
+    (lambda: T.nnqp(jnp.eye(2), A2, tol=1e-9, max_steps=5, throw=1), ValueError, "`throw`")
+]
+
 
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES))
 

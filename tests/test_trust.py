@@ -126,3 +126,20 @@ def test_a_float32_unit_of_size_1e30_is_not_zero():
     params = [jnp.full((2,), 1e-30, jnp.float32), jnp.zeros((2,), jnp.float32)]
     labels = [jnp.array([0, 0]), jnp.array([1, 1])]
     assert zero_units(params, labels, 2).tolist() == [False, True]  # 1e-30^2 underflows
+
+
+def test_scale_free_measures_at_1e200_and_1e_minus_200():
+    W = jnp.array([[1.0, 0.2], [0.3, -1.0]])
+    ref = T.one_minus_cos(W, W.T)
+    for s in (1e200, 1e-200):
+        np.testing.assert_allclose(T.one_minus_cos(s * W, W.T), ref, rtol=1e-14)
+    mu = jnp.array([1.0, 0.5])
+    a = jnp.array([1.0, -1.0])
+    err = T.mixture_test_error(W, a, mu)
+    np.testing.assert_allclose(T.mixture_test_error(1e200 * W, a, mu), err, rtol=1e-14)
+    assert float(T.signal_regime(5, 1e200, 10, noise_scale=1e200)) == 0.5
+    np.testing.assert_allclose(
+        T.transition_lower_bound(5, 1e200, 10, noise_scale=1e200),
+        T.transition_lower_bound(5, 1.0, 10),
+        rtol=1e-14,
+    )

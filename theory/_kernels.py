@@ -71,7 +71,7 @@ def dual_kernel(activation: str):
     if activation == "relu":
         return lambda rho: 0.25 * (arccos_kernel(rho) + jnp.clip(rho, -1.0, 1.0))
     c2 = hermite_coefficients(activation, SERIES_DEGREE) ** 2
-    return lambda rho: jnp.polyval(c2[::-1], rho)
+    return lambda rho: jnp.polyval(c2[::-1], _check_correlation(rho))  # |rho| > 1: no kernel
 
 
 def kernel_truncation_error(activation: str) -> Float[Array, ""]:

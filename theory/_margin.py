@@ -250,6 +250,12 @@ def one_minus_cos(W: Float[Array, "... m d"], W_star: Float[Array, "m d"]) -> Fl
     check_shape("W_star", W_star, (None, None))
     check_shape("W", W, (*(None,) * (jnp.ndim(W) - 2), *jnp.shape(W_star)))
     W, W_star = check_finite("W", W), check_finite("W_star", W_star)
+    # scale-free: each matrix divided by its largest entry first, so that ||W|| neither
+    # overflows (entries ~ 1e200) nor underflows (~ 1e-200) before the cosine is formed
+    top = jnp.max(jnp.abs(W), axis=(-2, -1), keepdims=True)
+    W = W / jnp.where(top > 0, top, 1.0)
+    top_star = jnp.max(jnp.abs(W_star))
+    W_star = W_star / jnp.where(top_star > 0, top_star, 1.0)
     norm_w = jnp.linalg.norm(W, axis=(-2, -1), keepdims=True)
     norm_star = jnp.linalg.norm(W_star)
     message = "`W` and `W_star` must be nonzero: the cosine of a zero matrix is undefined"
@@ -295,6 +301,8 @@ def mixture_test_error(
     if cov is not None:
         check_shape("cov", cov, (jnp.shape(W)[-1], jnp.shape(W)[-1]))
         cov = check_finite("cov", cov)
+    top = jnp.max(jnp.abs(v))  # the error is scale-free in v: no overflow at |W| ~ 1e200
+    v = v / jnp.where(top > 0, top, 1.0)
     spread = noise_scale * jnp.linalg.norm(v) if cov is None else jnp.sqrt(v @ cov @ v)
     message = "the net's effective direction sum_j a_j w_j must be nonzero (with `cov` PSD)"
     spread = check_value(spread, spread > 0, message)
@@ -316,7 +324,8 @@ def signal_regime(n, signal, d, noise_scale=1.0) -> Float[Array, ""]:
     n, d = check_positive_int("n", n), check_positive_int("d", d)
     noise_scale = check_positive("noise_scale", noise_scale)
     signal = check_positive("signal", signal, allow_zero=True)  # ||mu||: finite, >= 0
-    return n * jnp.asarray(signal) ** 2 / (d * jnp.asarray(noise_scale) ** 2)
+    ratio = jnp.asarray(signal) / jnp.asarray(noise_scale)  # no overflow of signal^2
+    return n * ratio**2 / d
 
 
 def bayes_error(signal, noise_scale=1.0, label_noise=0.0, *, dof=None):

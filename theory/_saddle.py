@@ -235,6 +235,9 @@ def saddle_jumps(
     """
     y, signs, directions = _check_inputs(y, signs, directions)
     # <u_j, x_.> of a unit u_j has norm <= 1: longer rows are scaled to it (signs unchanged)
+    # (a row's largest entry above 1 divided out first, so that its norm cannot overflow)
+    top = jnp.maximum(1.0, jnp.max(jnp.abs(directions), axis=1))[:, None]
+    directions = directions / top
     directions = directions / jnp.maximum(1.0, jnp.linalg.norm(directions, axis=1))[:, None]
     # Algorithm 1 on labels scaled by a power of 4 to max |y| in [1, 4), its outputs scaled
     # back exactly: y^2 neither overflows (|y| ~ 1e200) nor underflows (|y| ~ 1e-200)
@@ -526,8 +529,11 @@ def crossing_times(
     ts = check_time_grid("ts", ts)
     check_shape("loss", loss, (ts.shape[0],))
     loss = inexact(loss, ts.dtype, "loss")
-    # inf marks save times after a failed solve stopped (never crossed); NaN is no loss at all
-    loss = check_value(loss, ~jnp.any(jnp.isnan(loss)), "`loss` must not hold NaN")
+    # inf marks save times after a failed solve stopped (never crossed); NaN or a negative
+    # value is no loss at all
+    loss = check_value(
+        loss, jnp.all(loss >= 0), "`loss` must be >= 0 (inf after a failed solve), without NaN"
+    )
     return _crossing_times(ts, loss, prediction)
 
 

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .checks import is_concrete
+from .checks import check_flag, is_concrete
 
 
 class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
@@ -167,6 +167,6 @@ class Solution(Readable):
         >>> Solution(result=RESULTS.diverged, stats={}).raise_if_failed(False).ok
         Array(False, dtype=bool)
         """
-        if not throw:
+        if not check_flag("throw", throw):
             return self
         return self.result.error_if(self, ~self.ok)

@@ -35,6 +35,7 @@ from ._solution import RESULTS, Readable, Solution, diffrax_stats, name_nonfinit
 from .checks import (
     check_activation,
     check_finite,
+    check_flag,
     check_orthonormal_rows,
     check_positive,
     check_positive_int,
@@ -301,7 +302,14 @@ def lotka_volterra(
     ts = check_time_grid("ts", ts)
     c0 = jnp.asarray(check_positive("c0", c0, scalar=True), ts.dtype)
     c2 = jnp.asarray(check_positive("c2", c2, allow_zero=True, scalar=True), ts.dtype)
-    args = (c0, c2, r, d, weight_decay, jnp.asarray(1.0 if corrected else 0.0))
+    args = (
+        c0,
+        c2,
+        r,
+        d,
+        weight_decay,
+        jnp.asarray(1.0 if check_flag("corrected", corrected) else 0.0),
+    )
     check_shape("beta0", beta0, (2,))
     beta0 = check_positive("beta0", inexact(beta0, ts.dtype), allow_zero=True)
     return _solve(_lv_field, beta0, ts, args, 1e-10, 1e-10, throw)
@@ -371,6 +379,8 @@ def initial_alignment(
         "directions", check_finite("directions", inexact(directions, W.dtype))
     )
     rel = W @ directions.T
+    top = jnp.max(jnp.abs(rel), axis=1, keepdims=True)  # scale-free per row: no over/underflow
+    rel = rel / jnp.where(top > 0, top, 1.0)
     norm = jnp.sum(rel * rel, axis=1, keepdims=True)
     return jnp.max(rel * rel / jnp.where(norm > 0, norm, 1.0), axis=0)
 

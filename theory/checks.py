@@ -325,15 +325,24 @@ def inexact(x, dtype=None, name="the input"):
     Traceback (most recent call last):
     ValueError: the input must be real, got a complex array of dtype complex64
     """
-    x = jnp.asarray(x)
+    x = _real_numbers(name, x)
     if dtype is None:
         dtype = x.dtype if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.result_type(float)
-    if jnp.issubdtype(x.dtype, jnp.complexfloating) and not jnp.issubdtype(
-        dtype, jnp.complexfloating
-    ):
-        shown = name if name == "the input" else f"`{name}`"
-        raise ValueError(f"{shown} must be real, got a complex array of dtype {x.dtype}")
     return x.astype(dtype)
+
+
+def _real_numbers(name, x):
+    """`x` as an array of real numbers: complex, boolean and non-numeric input is refused
+    (the engine's equations are real; a complex array would run and give complex output)."""
+    shown = name if name == "the input" else f"`{name}`"
+    if isinstance(x, str):
+        raise ValueError(f"{shown} must be real numbers, got the string {x!r}")
+    x = x if isinstance(x, jax.core.Tracer) else jnp.asarray(x)
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        raise ValueError(f"{shown} must be real, got a complex array of dtype {x.dtype}")
+    if x.dtype == bool:
+        raise ValueError(f"{shown} must be real numbers, got booleans")
+    return x
 
 
 def check_finite(name: str, x):
@@ -343,6 +352,8 @@ def check_finite(name: str, x):
     Traceback (most recent call last):
     ValueError: `y` must be finite, got 1 non-finite value(s)
     """
+    if not isinstance(x, np.ndarray | np.generic) or np.iscomplexobj(x) or x.dtype == bool:
+        _real_numbers(name, x)  # complex or boolean input is refused, not checked for NaN
     xp = _xp(x)
     bad = ~xp.isfinite(xp.asarray(x))
     count = f"{int(np.sum(np.asarray(bad)))} non-finite value(s)" if is_concrete(bad) else "NaN/inf"
@@ -359,6 +370,8 @@ def check_positive(name: str, x, *, allow_zero: bool = False, scalar: bool = Fal
     """
     if scalar:
         check_shape(name, x, ())
+    if isinstance(x, bool | np.bool_ | str) or np.iscomplexobj(x):
+        raise ValueError(f"`{name}` must be a real number, got {x!r}")
     xp = _xp(x)
     v = xp.asarray(x)
     ok = xp.isfinite(v) & ((v >= 0) if allow_zero else (v > 0))
