@@ -246,6 +246,8 @@ MODULES["TwoLayerReLU"] += [
     (lambda: D.TwoLayerReLU(jnp.ones(2) + 0j, jnp.eye(2)), ValueError, "real")
 ]
 
+CASES["balanced_init"] += [(lambda: D.balanced_init(3, 2, "0.001", key=KEY), ValueError, "alpha")]
+
 
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES | MODULES))
 

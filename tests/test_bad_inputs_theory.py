@@ -386,6 +386,10 @@ CASES["nnqp"] += [
     (lambda: T.nnqp(jnp.eye(2), A2, tol=1e-9, max_steps=5, throw=1), ValueError, "`throw`")
 ]
 
+CASES["kkt_residual"] += [
+    (lambda: T.kkt_residual(jnp.eye(2), X2, A2, A2, 0.5, rounds=2.5), ValueError, "rounds")
+]
+
 
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES))
 

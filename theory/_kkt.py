@@ -35,6 +35,7 @@ from .checks import (
     check_gamma,
     check_plus_minus_one,
     check_positive,
+    check_positive_int,
     check_shape,
     inexact,
 )
@@ -109,9 +110,7 @@ def kkt_residual(
     check_shape("a", a, (m,))
     gamma = check_gamma(gamma)
     kink_tol = check_positive("kink_tol", kink_tol, allow_zero=True, scalar=True)
-    rounds = int(rounds)
-    if rounds < 1:
-        raise ValueError(f"`rounds` must be >= 1, got {rounds}")
+    rounds = check_positive_int("rounds", rounds)  # 2.5, True or '3' refused, not truncated
     dtype = jnp.result_type(jnp.asarray(W), jnp.asarray(X), float)
     W = check_finite("W", inexact(W, dtype))
     X = check_finite("X", inexact(X, dtype))

@@ -160,6 +160,8 @@ def check_alpha(alpha, dtype):
     Traceback (most recent call last):
     ValueError: `alpha`=1e-30 underflows float32: alpha**2 = 1e-60 is below its smallest normal number 1.17549e-38. Enable float64 with `jax.config.update('jax_enable_x64', True)` and pass `dtype=jnp.float64`.
     """  # noqa: E501
+    if isinstance(alpha, str | bool | np.bool_) or np.iscomplexobj(alpha):
+        raise ValueError(f"`alpha` must be a real number in (0, 1), got {alpha!r}")
     if not is_concrete(alpha):
         tiny = float(jnp.finfo(dtype).tiny)
         a = jnp.asarray(alpha)
