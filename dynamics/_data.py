@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from theory.checks import check_positive_int
+from theory.checks import check_dtype, check_positive_int
 
 
 def orthogonal_data(
@@ -37,7 +37,7 @@ def orthogonal_data(
         raise ValueError(f"`labels` must be 'gaussian' or 'sign', got {labels!r}")
     n = check_positive_int("n", n)
     d = check_positive_int("d", n if d is None else d, minimum=n)
-    dtype = jnp.zeros(()).dtype if dtype is None else dtype
+    dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
     kq, ky = jax.random.split(key)
     g = jax.random.normal(kq, (d, d), dtype=dtype)
     q, r = jnp.linalg.qr(g)

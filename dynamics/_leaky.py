@@ -36,6 +36,7 @@ def leaky_relu(z, gamma):
     [-1.0, 3.0]
     """
     gamma = check_gamma(gamma)
+    z = inexact(z, name="z")  # complex pre-activations have no leaky ReLU
     return jnp.maximum(z, gamma * z)
 
 

@@ -122,8 +122,10 @@ def merge_neurons(model, i: int, j: int, *, layer: int | None = None, atol: floa
     >>> merge_neurons(net, 1, 2).a.tolist()
     [1.0, -2.0]
     """
-    if isinstance(atol, bool) or not (
-        isinstance(atol, int | float | np.integer | np.floating) and np.isfinite(atol) and atol >= 0
+    if (
+        isinstance(atol, bool | str)
+        or np.ndim(atol) != 0
+        or not (np.isrealobj(atol) and np.isfinite(atol) and atol >= 0)
     ):
         raise ValueError(f"`atol` must be a finite number >= 0, got {atol!r}")
     W, b, C, rebuild = _hidden(model, layer)
@@ -133,6 +135,7 @@ def merge_neurons(model, i: int, j: int, *, layer: int | None = None, atol: floa
         raise ValueError(f"`i` and `j` must be two different neurons, got {i} twice")
     wi = W[i] if b is None else jnp.append(W[i], b[i])
     wj = W[j] if b is None else jnp.append(W[j], b[j])
+    atol = float(atol)
     gap = float(jnp.max(jnp.abs(wi - wj)))
     size = max(1.0, float(jnp.max(jnp.abs(wi))))
     if not gap <= atol * size:

@@ -120,19 +120,22 @@ def _morse(values, scale, eig_tol, k, dim, residuals=None):
 
 @eqx.filter_jit
 def _dense_hessian(model, loss, args):
+    """H, and whether the loss and its gradient are finite at the point (a Hessian can be
+    finite where they are not: a NaN bias of a linear model leaves H = X^T X / n)."""
     flat, f, _ = _flat(model, loss, args)
-    return jax.hessian(f)(flat)
+    value, grad = jax.value_and_grad(f)(flat)
+    return jax.hessian(f)(flat), jnp.isfinite(value) & jnp.all(jnp.isfinite(grad))
 
 
 def _dense_spectrum(model, loss, args, k, eig_tol):
     """The dense path. Called eagerly, the eigen-decomposition runs in NumPy's LAPACK (at
     P = 5,569 on 2 cores it took 10 s where `jnp.linalg.eigvalsh` took about 25 s); traced
     (inside `jit`), in jax."""
-    H = _dense_hessian(model, loss, args)
+    H, finite_point = _dense_hessian(model, loss, args)
     dim = H.shape[0]
     xp = jnp if isinstance(H, jax.core.Tracer) else np
     Hx = H if xp is jnp else np.asarray(H)
-    finite_h = xp.all(xp.isfinite(Hx))
+    finite_h = xp.all(xp.isfinite(Hx)) & (finite_point if xp is jnp else bool(finite_point))
     Hx = xp.where(finite_h, Hx, 0.0)  # LAPACK is not asked to decompose a NaN matrix
     if k is None:
         values = xp.linalg.eigvalsh(Hx)
@@ -166,6 +169,8 @@ def _lanczos_at(f, x, k, steps, block, tol, max_restarts, eig_tol, key):
         _hvp_at(f, x), x.size, k, steps, block, tol, max_restarts, key, x.dtype
     )
     finite = jnp.all(jnp.isfinite(out.values)) & jnp.all(jnp.isfinite(out.residuals))
+    value, grad = jax.value_and_grad(f)(x)  # the point itself (HVPs can be finite where not)
+    finite = finite & jnp.isfinite(value) & jnp.all(jnp.isfinite(grad))
     morse, exact = _morse(out.values, out.scale, eig_tol, k, x.size, out.residuals)
     result = RESULTS.where(
         ~finite,
@@ -462,6 +467,7 @@ def critical_point(
     **Returns:** a `CriticalPoint`.
     """
     dim, dtype = _check_model_and_loss(model, loss, args)
+    kind = str(kind) if isinstance(kind, np.str_) else kind
     if kind not in KINDS:
         raise ValueError(f"`kind` must be one of {KINDS}, got {kind!r}")
     tol0, eig0 = _defaults(dtype)
@@ -469,10 +475,10 @@ def critical_point(
     eig_tol = check_positive("eig_tol", eig0 if eig_tol is None else eig_tol, scalar=True)
     max_steps = check_positive_int("max_steps", max_steps)
     max_iter = check_positive_int("max_iter", min(dim, 500) if max_iter is None else max_iter)
+    k = check_positive_int("num_eigenpairs", num_eigenpairs)  # checked even where unused
     if dim <= DENSE_MAX:
         opts = None
     else:
-        k = check_positive_int("num_eigenpairs", num_eigenpairs)
         k, steps, block, restarts = _check_lanczos_options(k, None, 2, SPECTRUM_RESTARTS, dim)
         lanczos_tol = 1e-8 if jnp.finfo(dtype).bits >= 64 else 1e-4
         opts = (k, steps, block, lanczos_tol, restarts, jax.random.PRNGKey(0))

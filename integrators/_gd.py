@@ -55,10 +55,8 @@ def checkpoint_steps(max_steps: int, num_checkpoints: int) -> np.ndarray:
     >>> checkpoint_steps(1000, 4).tolist()
     [1, 10, 100, 1000]
     """
-    if not isinstance(max_steps, int | np.integer) or max_steps < 1:
-        raise ValueError(f"`max_steps` must be an integer >= 1, got {max_steps!r}")
-    if not isinstance(num_checkpoints, int | np.integer) or num_checkpoints < 1:
-        raise ValueError(f"`num_checkpoints` must be an integer >= 1, got {num_checkpoints!r}")
+    max_steps = check_positive_int("max_steps", max_steps)  # True is not 1
+    num_checkpoints = check_positive_int("num_checkpoints", num_checkpoints)
     grid = np.geomspace(1, max_steps, num_checkpoints)
     return np.unique(np.round(grid).astype(np.int64))
 

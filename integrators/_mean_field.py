@@ -36,6 +36,7 @@ from theory.checks import (
     check_solver_options,
     check_time_grid,
     check_value,
+    inexact,
 )
 
 
@@ -170,7 +171,7 @@ def mean_field_flow(
         def grad(W):
             return sample_loss_gradient(MeanFieldNet(W, activation), X, y, batch_size=batch_size)
 
-    off = jnp.asarray(decay_off, W0.dtype)
+    off = inexact(decay_off, W0.dtype, "decay_off")  # a string is refused, not parsed
     if off.shape != ():
         raise ValueError(f"`decay_off` must be one time (or inf), got shape {off.shape}")
     off = check_value(off, ~jnp.isnan(off), f"`decay_off` must be a time or inf, got {decay_off}")

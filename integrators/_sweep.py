@@ -383,7 +383,7 @@ def sweep(
     points = [dict(p) for p in grid]
     static = tuple(static)
     seeds = _check_arguments(seeds, points, static, chunk_size, batch_size)
-    base_seed = int(base_seed)
+    base_seed = check_positive_int("base_seed", base_seed, minimum=0)  # 2.7 and '5' refused
     make = _key_itself if make is None else make
     devices = jax.devices()
     n_dev = len(devices)

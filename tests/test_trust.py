@@ -143,3 +143,14 @@ def test_scale_free_measures_at_1e200_and_1e_minus_200():
         T.transition_lower_bound(5, 1.0, 10),
         rtol=1e-14,
     )
+
+
+def test_hessian_spectrum_of_a_nan_point_with_a_finite_hessian_is_nonfinite():
+    from integrators import hessian_spectrum
+
+    def loss(m, args):  # H = diag(1, 0) whatever m.a[1] is
+        return 0.5 * m.a[0] ** 2 + 0.0 * m.a[1]
+
+    net = D.TwoLayerReLU(jnp.array([1.0, jnp.nan]), jnp.eye(2))
+    assert hessian_spectrum(net, loss).result == RESULTS.nonfinite_point
+    assert hessian_spectrum(net, loss, k=1, steps=6).result == RESULTS.nonfinite_point

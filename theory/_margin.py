@@ -107,6 +107,8 @@ def all_activated(W, a, X, y) -> Bool[Array, ""]:
     check_shape("a", a, (m,))
     check_shape("X", X, (None, d))
     check_shape("y", y, (jnp.shape(X)[0],))
+    W, a = check_finite("W", inexact(W)), check_finite("a", inexact(a))
+    X, y = check_finite("X", inexact(X)), check_finite("y", inexact(y))
     return jnp.all(a[:, None] * y[None, :] * (W @ X.T) > 0)
 
 
