@@ -182,7 +182,7 @@ def projected_test_error(
     check_model("model", model, LeakyReLUNet)
     num_samples = check_positive_int("num_samples", num_samples)
     label_noise = check_label_noise(label_noise)
-    noise_scale = check_positive("noise_scale", noise_scale)
+    noise_scale = check_positive("noise_scale", noise_scale, scalar=True)
     check_shape("signal", signal, ())
     signal = check_finite("signal", signal)
     W = check_finite("model.W", model.W)

@@ -103,6 +103,8 @@ def split_neuron(model, j: int, fraction=0.5, *, layer: int | None = None):
     """
     W, b, C, rebuild = _hidden(model, layer)
     j = _index("j", j, W.shape[0])
+    if isinstance(fraction, str | bool | np.bool_) or np.iscomplexobj(fraction):
+        raise ValueError(f"`fraction` must be one finite number, got {fraction!r}")
     lam = jnp.asarray(fraction, C.dtype)
     if lam.shape != () or not bool(jnp.isfinite(lam)):
         raise ValueError(f"`fraction` must be one finite number, got {fraction!r}")

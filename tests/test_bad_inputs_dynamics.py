@@ -248,6 +248,9 @@ MODULES["TwoLayerReLU"] += [
 
 CASES["balanced_init"] += [(lambda: D.balanced_init(3, 2, "0.001", key=KEY), ValueError, "alpha")]
 
+CASES["split_neuron"] += [(lambda: D.split_neuron(NET2, 0, "0.5"), ValueError, "`fraction`")]
+CASES["leaky_relu"] += [(lambda: D.leaky_relu(jnp.array([1j]), 0.1), ValueError, "`z`")]
+
 
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES | MODULES))
 
