@@ -154,3 +154,8 @@ def test_hessian_spectrum_of_a_nan_point_with_a_finite_hessian_is_nonfinite():
     net = D.TwoLayerReLU(jnp.array([1.0, jnp.nan]), jnp.eye(2))
     assert hessian_spectrum(net, loss).result == RESULTS.nonfinite_point
     assert hessian_spectrum(net, loss, k=1, steps=6).result == RESULTS.nonfinite_point
+
+
+def test_transition_lower_bound_at_an_overflowing_signal_is_zero():
+    assert float(T.transition_lower_bound(5, 1e200, 10)) == 0.0  # Phi(-1e200)
+    assert float(T.transition_lower_bound(5, 1.0, 10, noise_scale=1e-200)) == 0.0

@@ -174,6 +174,6 @@ def transition_lower_bound(n, signal, d, *, noise_scale=1.0, label_noise=0.0):
     s = check_positive("signal", signal, allow_zero=True)
     # in units of sigma (scale-free: no overflow of s^2 or sigma^2 at 1e200)
     q = jnp.asarray(s, float) / jnp.asarray(noise_scale, float)
-    b2 = n * (q**2 + 1.0)
-    clean = _normal.cdf(-q * jnp.sqrt(b2 / (b2 + max(d - n, 0))))
+    b2 = n * (q**2 + 1.0)  # may overflow to inf (q ~ 1e200): the ratio below is then 1
+    clean = _normal.cdf(-q * jnp.sqrt(1.0 / (1.0 + max(d - n, 0) / b2)))
     return with_flips(clean, label_noise)
