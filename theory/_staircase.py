@@ -92,7 +92,7 @@ def mass_equilibrium(c0, r, weight_decay):
     c0 = check_positive("c0", c0)
     r = check_positive_int("r", r)  # the number of target directions
     weight_decay = check_positive("weight_decay", weight_decay, allow_zero=True)
-    return r - weight_decay / (2.0 * c0**2)
+    return r - weight_decay / c0 / c0 / 2.0  # c0 = 1e200 or 1e-200: no pow overflow, no 0/0
 
 
 def _positive_equilibrium(c0, r, weight_decay):
@@ -114,7 +114,7 @@ def mass_ode(alpha0, ts: Float[Array, " T"], *, c0, r, weight_decay) -> Float[Ar
     alpha0 = check_positive("alpha0", alpha0)
     ts = check_finite("ts", ts)
     K = _positive_equilibrium(c0, r, weight_decay)
-    return K / (1.0 + (K / alpha0 - 1.0) * jnp.exp(-4.0 * c0**2 * K * ts))
+    return K / (1.0 + (K / alpha0 - 1.0) * jnp.exp(-4.0 * (c0 * c0) * K * ts))
 
 
 _EQ_DEGREE = 200  # Hermite degrees summed for the isotropic stages (their tail is < 1e-6)
@@ -330,7 +330,8 @@ def mass_ratio(beta, *, c0, c2, r: int, d: int):
     c0 = check_positive("c0", c0)
     c2 = check_positive("c2", c2, allow_zero=True)
     beta = check_positive("beta", beta, allow_zero=True)  # masses: finite and >= 0
-    return c0**2 * (d - r) * beta[..., 1] / ((c0**2 * r + c2**2) * beta[..., 0])
+    q = c2 / c0  # divided through by c0^2: no overflow at c0 = 1e200
+    return (d - r) * beta[..., 1] / ((r + q * q) * beta[..., 0])
 
 
 def tensor_power(
