@@ -114,7 +114,9 @@ def mass_ode(alpha0, ts: Float[Array, " T"], *, c0, r, weight_decay) -> Float[Ar
     alpha0 = check_positive("alpha0", alpha0)
     ts = check_finite("ts", ts)
     K = _positive_equilibrium(c0, r, weight_decay)
-    return K / (1.0 + (K / alpha0 - 1.0) * jnp.exp(-4.0 * (c0 * c0) * K * ts))
+    rate = (c0 * c0) * K  # inf at c0 = 1e200: then exp(-inf * 0) must read 1 at t = 0
+    decay = jnp.where(ts > 0, jnp.exp(-4.0 * rate * jnp.where(ts > 0, ts, 1.0)), 1.0)
+    return K / (1.0 + (K / alpha0 - 1.0) * decay)
 
 
 _EQ_DEGREE = 200  # Hermite degrees summed for the isotropic stages (their tail is < 1e-6)
