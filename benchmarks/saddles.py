@@ -39,7 +39,7 @@ from jax.flatten_util import ravel_pytree
 from benchmarks._common import Timer, enable_float64, log, parser, pyplot, save_figure
 from benchmarks._driver import finish, header
 from integrators import critical_point, gradient_flow, hessian_spectrum
-from theory._solution import result_names
+from theory import result_names
 
 # (inputs d, student width, student depth, teacher width, flow time T, samples N)
 CASES = (

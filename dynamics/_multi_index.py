@@ -26,8 +26,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from theory import activation_function, dual_kernel
-from theory._solution import Readable
+from theory import Readable, activation_function, dual_kernel
 from theory.checks import (
     check_activation,
     check_dtype,

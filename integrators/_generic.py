@@ -49,8 +49,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Float
 
-from theory import RESULTS, HoldArgs, Solution, diffrax_stats
-from theory._solution import name_nonfinite
+from theory import RESULTS, HoldArgs, Solution, diffrax_stats, name_nonfinite
 from theory.checks import (
     check_flag,
     check_positive,

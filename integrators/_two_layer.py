@@ -81,8 +81,7 @@ import optimistix as optx
 from jaxtyping import Array, Float, Int
 
 from dynamics import TwoLayerReLU
-from theory import RESULTS, Solution, _rescaled as rescaled
-from theory._solution import name_nonfinite
+from theory import RESULTS, Solution, _rescaled as rescaled, name_nonfinite
 from theory.checks import (
     check_finite,
     check_flag,

@@ -390,6 +390,9 @@ CASES["kkt_residual"] += [
     (lambda: T.kkt_residual(jnp.eye(2), X2, A2, A2, 0.5, rounds=2.5), ValueError, "rounds")
 ]
 
+CASES["result_names"] = [(lambda: T.result_names("successful"), ValueError, "`result`")]
+CASES["name_nonfinite"] = [(lambda: T.name_nonfinite(0, jnp.ones(2)), ValueError, "`result`")]
+
 
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES))
 

@@ -48,7 +48,14 @@ from ._saddle import (
     predicted_exponents as predicted_exponents,
     saddle_jumps as saddle_jumps,
 )
-from ._solution import RESULTS as RESULTS, Solution as Solution, diffrax_stats as diffrax_stats
+from ._solution import (
+    RESULTS as RESULTS,
+    Readable as Readable,
+    Solution as Solution,
+    diffrax_stats as diffrax_stats,
+    name_nonfinite as name_nonfinite,
+    result_names as result_names,
+)
 from ._staircase import (
     ODESolution as ODESolution,
     StageEquilibria as StageEquilibria,

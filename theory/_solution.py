@@ -12,9 +12,9 @@ import dataclasses
 import diffrax
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
+from ._hold import _finite
 from .checks import check_flag, is_concrete
 
 
@@ -70,11 +70,9 @@ def name_nonfinite(result, *trees):
     >>> name_nonfinite(RESULTS.max_steps_reached, jnp.array([1.0, jnp.nan])) == RESULTS.nonfinite
     Array(True, dtype=bool)
     """
-    finite = jnp.asarray(True)
-    for leaf in jax.tree_util.tree_leaves(trees):
-        finite = finite & jnp.all(jnp.isfinite(leaf))
+    _check_result(result)
     spent = result == RESULTS.max_steps_reached
-    return RESULTS.where(spent & ~finite, RESULTS.nonfinite, result)
+    return RESULTS.where(spent & ~_finite(trees), RESULTS.nonfinite, result)
 
 
 def diffrax_stats(sol: diffrax.Solution) -> dict:
@@ -88,12 +86,18 @@ def diffrax_stats(sol: diffrax.Solution) -> dict:
     return {k: sol.stats[k] for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")}
 
 
+def _check_result(result):
+    if not (hasattr(result, "_enumeration") and hasattr(result, "_value")):
+        raise ValueError(f"`result` must be a RESULTS item, got {type(result).__name__}")
+
+
 def result_names(result) -> str:
     """The member name(s) of a RESULTS item: `RESULTS.successful`, or a list under `vmap`.
 
     >>> result_names(RESULTS.diverged)
     'RESULTS.diverged'
     """
+    _check_result(result)
     enum = result._enumeration
     names = {int(item._value): name for name, item in enum._name_to_item.items()}
     values = np.asarray(result._value) if is_concrete(result._value) else None
@@ -108,7 +112,7 @@ _SHOWN = 8  # arrays of at most this many entries print their values
 
 
 def _shown(x) -> str:
-    if hasattr(x, "_enumeration") and hasattr(x, "_value"):  # a RESULTS item
+    if hasattr(x, "_enumeration") and hasattr(x, "_value"):  # a RESULTS item (_check_result)
         return result_names(x)
     if isinstance(x, jax.Array | np.ndarray | np.generic):
         if not is_concrete(x):
