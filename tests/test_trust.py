@@ -159,3 +159,15 @@ def test_hessian_spectrum_of_a_nan_point_with_a_finite_hessian_is_nonfinite():
 def test_transition_lower_bound_at_an_overflowing_signal_is_zero():
     assert float(T.transition_lower_bound(5, 1e200, 10)) == 0.0  # Phi(-1e200)
     assert float(T.transition_lower_bound(5, 1.0, 10, noise_scale=1e-200)) == 0.0
+
+
+@pytest.mark.parametrize("s,t", [(1e-200, 1.0), (1e200, 1.0), (1.0, 1e-200), (1e150, 1e150)])
+def test_max_margin_is_exact_at_any_scale_of_x_and_a(s, t):
+    # W_mm(s X, t a) = W_mm(X, a) / (s t): the Gram matrix once underflowed to "infeasible"
+    X, y, a = jnp.array([[2.0, 0.0], [0.0, 1.0]]), jnp.array([1.0, -1.0]), jnp.array([1.0, -1.0])
+    ref = T.max_margin(X, y, a, 0.5)
+    mm = T.max_margin(X * s, y, a * t, 0.5)
+    assert bool(mm.ok)
+    np.testing.assert_allclose(mm.W, ref.W, rtol=1e-14)
+    np.testing.assert_allclose(float(mm.norm) * s * t, float(ref.norm), rtol=1e-14)
+    np.testing.assert_allclose(mm.margins, ref.margins, rtol=1e-14)

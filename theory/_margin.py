@@ -46,7 +46,9 @@ from .checks import (
 class MaxMargin(Solution):
     """Result of `max_margin`.
 
-    - `W` (m, d): the limit direction, unit Frobenius norm; `dual` (n,): multipliers lam.
+    - `W` (m, d): the limit direction, unit Frobenius norm; `dual` (n,): multipliers lam
+      (lam scales as 1 / (s t)^2 for X scaled by s and a by t, and over- or underflows where
+      that leaves the floating range; W, `norm` and `margins` are exact at any scale).
     - `norm`: ||W_mm||_F of the min-norm solution with margins >= 1 (the normalized margin
       of `W` is 1 / `norm`); `margins` (n,): y_i f(x_i; W_mm), >= 1 with equality on support.
     - `duality_gap`: P - D >= 0 with P the primal value of W_mm scaled to feasibility and D the
@@ -138,7 +140,9 @@ def max_margin(
     is the all-activated pattern s_ji = [a_j y_i > 0] of the strong-signal case. Solved exactly
     through its dual by an active-set method (module docstring) until the KKT conditions hold
     to `tol` (default 1e3 x machine epsilon x max G_ii); the result carries the duality gap
-    and the KKT residual as its certificate. Jit-compiled and `jax.vmap`-able.
+    and the KKT residual as its certificate. Data of any scale are exact: the program is
+    solved with X and a scaled by powers of 2 to max |.| in [1, 2), and `tol` and the KKT
+    residual refer to that scaled program. Jit-compiled and `jax.vmap`-able.
 
     Bad shapes, gamma outside (0, 1) or labels outside {-1, +1} raise `ValueError`; an
     infeasible program (non-separable data for this pattern) returns
@@ -163,6 +167,12 @@ def max_margin(
 
 @eqx.filter_jit
 def _max_margin(X, y, a, gamma, pattern, tol):
+    # The program is solved for X and a scaled by powers of 2 to max |.| in [1, 2) (exact):
+    # W_mm(s X, t a) = W_mm(X, a) / (s t), so the Gram matrix neither under- nor overflows
+    # for data of any scale; lam, the norm and the gap are scaled back at the end.
+    ex, ea = _binary_exponent(X), _binary_exponent(a)
+    X, a = jnp.ldexp(X, -ex), jnp.ldexp(a, -ea)
+    k = ex + ea  # W_mm of the data = W_mm of the scaled data x 2^-k
     n = X.shape[0]
     c = jnp.where(pattern, 1.0, gamma)  # (m, n): phi's slope on each (neuron, sample)
     K = (y[:, None] * y[None, :]) * (X @ X.T)
@@ -215,10 +225,10 @@ def _max_margin(X, y, a, gamma, pattern, tol):
     )
     return MaxMargin(
         W=jnp.where(finite, W / jnp.where(norm > 0, norm, 1.0), 0.0),
-        dual=lam,
-        norm=jnp.where(finite, norm, jnp.inf),
+        dual=jnp.ldexp(lam, -2 * k),
+        norm=jnp.where(finite, jnp.ldexp(norm, -k), jnp.inf),
         margins=margins,
-        duality_gap=gap,
+        duality_gap=jnp.ldexp(gap, -2 * k),
         relative_gap=gap / jnp.where(primal > 0, primal, 1.0),
         kkt_residual=kkt,
         pattern=pattern,
@@ -226,6 +236,12 @@ def _max_margin(X, y, a, gamma, pattern, tol):
         result=result,
         stats={"num_steps": it},
     )
+
+
+def _binary_exponent(x):
+    """e with max |x| / 2^e in [1, 2) (0 for an all-zero x)."""
+    top = jnp.max(jnp.abs(x))
+    return jnp.floor(jnp.log2(jnp.where(top > 0, top, 1.0))).astype(jnp.int32)
 
 
 def effective_direction(W: Float[Array, "m d"], a: Float[Array, " m"]) -> Float[Array, " d"]:
