@@ -94,6 +94,10 @@ CASES = {
         (lambda: T.nnqp(jnp.eye(3), jnp.ones(2), tol=1e-9, max_steps=5), ValueError, "`G`"),
         (lambda: T.nnqp(jnp.eye(2), jnp.ones(2), tol=NAN, max_steps=5), ValueError, "`tol`"),
         (lambda: T.nnqp(jnp.eye(2), jnp.ones(2), tol=1e-9, max_steps=0), ValueError, "steps"),
+        (lambda: T.nnqp(jnp.diag(jnp.array([1.0, -1.0])), jnp.ones(2), tol=1e-9, max_steps=5),
+         ValueError, "semidefinite"),
+        (lambda: T.nnqp(jnp.array([[1.0, 1.0], [0.0, 1.0]]), jnp.ones(2), tol=1e-9, max_steps=5),
+         ValueError, "symmetric"),
     ],
     "coverage_width": [
         (lambda: T.coverage_width(np.int64(0)), ValueError, "`n`"),

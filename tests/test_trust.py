@@ -171,3 +171,12 @@ def test_max_margin_is_exact_at_any_scale_of_x_and_a(s, t):
     np.testing.assert_allclose(mm.W, ref.W, rtol=1e-14)
     np.testing.assert_allclose(float(mm.norm) * s * t, float(ref.norm), rtol=1e-14)
     np.testing.assert_allclose(mm.margins, ref.margins, rtol=1e-14)
+
+
+def test_mass_ode_from_a_huge_or_tiny_start_has_no_cancellation():
+    # alpha(t) = K / (1 - e^-x + (K / alpha0) e^-x), x = 4 c0^2 K t; K = 3 for these parameters
+    ts = jnp.array([0.0, 1e-12, 10.0])
+    big = T.mass_ode(1e200, ts, c0=1.0, r=4, weight_decay=2.0)
+    np.testing.assert_allclose(big, [1e200, 3.0 / -np.expm1(-12e-12), 3.0], rtol=1e-9)
+    tiny = T.mass_ode(1e-300, jnp.array([0.0, 0.1]), c0=1.0, r=4, weight_decay=2.0)
+    np.testing.assert_allclose(tiny, [1e-300, 1e-300 * np.exp(1.2)], rtol=1e-9)

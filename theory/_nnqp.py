@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
 from ._solution import RESULTS, Solution
-from .checks import check_finite, check_positive, check_positive_int
+from .checks import check_finite, check_positive, check_positive_int, check_value
 
 
 class NNQPSolution(Solution):
@@ -79,6 +79,7 @@ def nnqp(G, b, *, tol, max_steps: int, throw: bool = False) -> NNQPSolution:
     dtype = jnp.result_type(jnp.asarray(G), jnp.asarray(b), float)
     G, b = jnp.asarray(G, dtype), jnp.asarray(b, dtype)  # integer programs are converted
     G, b = check_finite("G", G), check_finite("b", b)
+    G = _check_psd(G)
     max_steps = check_positive_int("max_steps", max_steps)
     tol = check_positive("tol", tol, scalar=True)
     lam, passive, it = _active_set(G, b, tol, max_steps)
@@ -92,6 +93,22 @@ def nnqp(G, b, *, tol, max_steps: int, throw: bool = False) -> NNQPSolution:
     )
     out = NNQPSolution(lam=lam, passive=passive, result=result, stats={"num_steps": it})
     return out.raise_if_failed(throw)
+
+
+def _check_psd(G):
+    """G must be symmetric positive semidefinite, to rounding: |G - G^T| and the most negative
+    eigenvalue within 100 n eps ||G|| (an indefinite G has no minimizer or a local one)."""
+    n = G.shape[0]
+    size = jnp.max(jnp.abs(G))
+    slack = 100 * n * jnp.finfo(G.dtype).eps * size
+    G = check_value(
+        G, jnp.max(jnp.abs(G - G.T)) <= slack, f"`G` must be symmetric, got an asymmetric {n}x{n}"
+    )
+    low = jnp.min(jnp.linalg.eigvalsh(G))
+    return check_value(
+        G, low >= -slack, "`G` must be positive semidefinite (the program is then convex), "
+        "got a negative eigenvalue"
+    )  # fmt: skip
 
 
 def _active_set(G, b, tol, max_iter):

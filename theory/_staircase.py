@@ -115,8 +115,12 @@ def mass_ode(alpha0, ts: Float[Array, " T"], *, c0, r, weight_decay) -> Float[Ar
     ts = check_finite("ts", ts)
     K = _positive_equilibrium(c0, r, weight_decay)
     rate = (c0 * c0) * K  # inf at c0 = 1e200: then exp(-inf * 0) must read 1 at t = 0
-    decay = jnp.where(ts > 0, jnp.exp(-4.0 * rate * jnp.where(ts > 0, ts, 1.0)), 1.0)
-    return K / (1.0 + (K / alpha0 - 1.0) * decay)
+    x = jnp.where(ts > 0, 4.0 * rate * jnp.where(ts > 0, ts, 1.0), 0.0)
+    # K / (1 - e^-x + (K / alpha0) e^-x): no cancellation for alpha0 >> K (1e200 gave inf at
+    # t = 0 from 1 + (K / alpha0 - 1)), and a vanished e^-x never meets an infinite K / alpha0
+    decay = jnp.exp(-x)
+    rise = jnp.where(decay > 0, (K / alpha0) * decay, 0.0)
+    return K / (-jnp.expm1(-x) + rise)
 
 
 _EQ_DEGREE = 200  # Hermite degrees summed for the isotropic stages (their tail is < 1e-6)
