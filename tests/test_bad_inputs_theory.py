@@ -253,6 +253,8 @@ CASES["stage_times"] += [
     (lambda: T.stage_times(**_ST, alpha0=5.0), ValueError, "alpha0"),
     (lambda: T.stage_times(**_ST | {"weight_decay": 100.0}), ValueError, "equilibrium"),
     (lambda: T.stage_times(**_ST, eta=1.5), ValueError, "eta"),
+    (lambda: T.stage_times(**_ST, eta=0.5 + 1j), ValueError, "`eta` must be real"),
+    (lambda: T.stage_times(**_ST, eps=jnp.array([0.1, 0.2])), ValueError, "`eps`"),
     (lambda: T.stage_times(**_ST, initial_alignment=1.5), ValueError, "initial_alignment"),
     (lambda: T.stage_times(**_ST, initial_alignment=jnp.ones(3)), ValueError, "initial_alignment"),
 ]

@@ -180,3 +180,11 @@ def test_mass_ode_from_a_huge_or_tiny_start_has_no_cancellation():
     np.testing.assert_allclose(big, [1e200, 3.0 / -np.expm1(-12e-12), 3.0], rtol=1e-9)
     tiny = T.mass_ode(1e-300, jnp.array([0.0, 0.1]), c0=1.0, r=4, weight_decay=2.0)
     np.testing.assert_allclose(tiny, [1e-300, 1e-300 * np.exp(1.2)], rtol=1e-9)
+
+
+def test_stage_zero_time_at_a_tiny_threshold_is_finite():
+    # tau_0 = log(target / (alpha0 eta)) / rate; K / target - 1 once rounded to 0 (tau_0 = inf)
+    kw = dict(activation="abs", r=8, d=40, m=20, weight_decay=0.4, horizon=1.0, points=11)
+    t1, t2 = T.stage_times(**kw, eta=1e-100).tau_0, T.stage_times(**kw, eta=1e-200).tau_0
+    rate = T.stage_equilibria("abs", 8, 40, 0.4).rate[0]
+    np.testing.assert_allclose(float(t2 - t1), 100 * np.log(10) / float(rate), rtol=1e-12)

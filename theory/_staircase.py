@@ -489,11 +489,9 @@ def stage_times(
     equilibria = stage_equilibria(activation, r, d, weight_decay)
     K = equilibria.mass[0]
     for name, value in (("eta", eta), ("eps", eps)):
-        check_value(
-            value,
-            (np.asarray(value) > 0) & (np.asarray(value) < 1),
-            f"`{name}` must lie in (0, 1), got {value}",
-        )
+        check_shape(name, value, ())
+        v = inexact(value, name=name)
+        check_value(value, (v > 0) & (v < 1), f"`{name}` must lie in (0, 1), got {value}")
     alpha0 = check_positive("alpha0", alpha0)
     alpha0 = check_value(
         alpha0,
@@ -504,7 +502,9 @@ def stage_times(
     horizon = check_positive("horizon", horizon)
     points = check_positive_int("points", points, minimum=2)
     target = alpha0 + (1.0 - eta) * (K - alpha0)
-    tau0 = jnp.log((K / alpha0 - 1.0) / (K / target - 1.0)) / equilibria.rate[0]
+    # log((K / alpha0 - 1) / (K / target - 1)) with K - target = eta (K - alpha0): no
+    # cancellation at small eta (1e-200 gave K / target - 1 = 0 and tau_0 = inf)
+    tau0 = (jnp.log(target / alpha0) - jnp.log(eta)) / equilibria.rate[0]
     ts = jnp.linspace(0.0, horizon, points)
     beta0 = jnp.array([alpha0 / d, alpha0 / d])
     lv = lotka_volterra(beta0, ts, c0=c0, c2=c2, r=r, d=d, weight_decay=weight_decay)
