@@ -98,8 +98,10 @@ class MeanFieldNet(eqx.Module):
 
     def __init__(self, W, activation: str = "abs"):
         check_activation(activation)
-        W = inexact(W)
+        W = inexact(W, name="W")
         check_shape("W", W, (None, None))
+        if W.shape[0] == 0 or W.shape[1] == 0:
+            raise ValueError(f"`W` must hold at least one neuron of dimension >= 1, got {W.shape}")
         self.W, self.activation = W, activation
 
     @property
@@ -381,12 +383,13 @@ def observables(model: MeanFieldNet, target: MultiIndexTarget) -> Observables:
     r = target.rank
     d = W.shape[1]
     rel = W @ target.directions.T  # (m, r)
-    sq = jnp.sum(W * W, axis=1)
+    off = W - rel @ target.directions  # the irrelevant part, without alpha - rel_mass
+    alpha = jnp.mean(jnp.sum(W * W, axis=1))
     rel_mass = jnp.mean(jnp.sum(rel * rel, axis=1))
-    alpha = jnp.mean(sq)
+    cos = _unit(W) @ target.directions.T  # scale-free: ||w||^2 under- or overflows at 1e-+200
     return Observables(
         alpha=alpha,
         beta1=rel_mass / r,
-        beta2=(alpha - rel_mass) / (d - r) if d > r else jnp.zeros((), W.dtype),
-        alignment=jnp.max(rel * rel / jnp.where(sq > 0, sq, 1.0)[:, None], axis=0),
+        beta2=jnp.mean(jnp.sum(off * off, axis=1)) / (d - r) if d > r else jnp.zeros((), W.dtype),
+        alignment=jnp.max(cos * cos, axis=0),
     )

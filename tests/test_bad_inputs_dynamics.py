@@ -183,7 +183,10 @@ MODULES = {
     "LeakyReLUNet": [
         (lambda: D.LeakyReLUNet(jnp.ones((2, 3)), jnp.ones(3), 0.1), ValueError, "`a`")
     ],
-    "MeanFieldNet": [(lambda: D.MeanFieldNet(jnp.ones(3)), ValueError, "`W`")],
+    "MeanFieldNet": [
+        (lambda: D.MeanFieldNet(jnp.ones(3)), ValueError, "`W`"),
+        (lambda: D.MeanFieldNet(jnp.zeros((0, 2))), ValueError, "at least one neuron"),
+    ],
     "MultiIndexTarget": [
         (lambda: D.MultiIndexTarget(jnp.array([[1.0, 0.0], [1.0, 1.0]])), ValueError, "orthonormal")
     ],

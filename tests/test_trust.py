@@ -188,3 +188,14 @@ def test_stage_zero_time_at_a_tiny_threshold_is_finite():
     t1, t2 = T.stage_times(**kw, eta=1e-100).tau_0, T.stage_times(**kw, eta=1e-200).tau_0
     rate = T.stage_equilibria("abs", 8, 40, 0.4).rate[0]
     np.testing.assert_allclose(float(t2 - t1), 100 * np.log(10) / float(rate), rtol=1e-12)
+
+
+@pytest.mark.parametrize("s", [1e-200, 1e200])
+def test_observables_alignment_is_scale_free(s):
+    # alignment = max_i cos^2(w_i, e_k): 0 at 1e-200 and NaN at 1e200 when formed from ||w||^2
+    W = jnp.array([[2.0, 1.0, 0.0, 0.0], [0.5, 0.0, 0.0, 3.0]])
+    target = D.standard_target(1, 4)
+    ref = D.observables(D.MeanFieldNet(W), target)
+    obs = D.observables(D.MeanFieldNet(W * s), target)
+    np.testing.assert_allclose(obs.alignment, ref.alignment, rtol=1e-14)
+    np.testing.assert_allclose(ref.alignment, [0.8], rtol=1e-14)
