@@ -108,6 +108,13 @@ def split_neuron(model, j: int, fraction=0.5, *, layer: int | None = None):
     lam = jnp.asarray(fraction, C.dtype)
     if lam.shape != () or not bool(jnp.isfinite(lam)):
         raise ValueError(f"`fraction` must be one finite number, got {fraction!r}")
+    # lam c_j + (1 - lam) c_j = c_j only to rounding: eps max(|lam|, |1 - lam|) relative
+    bound = float(np.sqrt(1.0 / np.finfo(C.dtype).eps))
+    if max(abs(float(lam)), abs(1.0 - float(lam))) > bound:
+        raise ValueError(
+            f"`fraction` must have |fraction| and |1 - fraction| <= {bound:.3g} (1/sqrt(eps) "
+            f"of {C.dtype}; larger splits change the function by rounding), got {fraction!r}"
+        )
     W2 = jnp.concatenate([W, W[j : j + 1]], axis=0)
     b2 = None if b is None else jnp.concatenate([b, b[j : j + 1]])
     C2 = jnp.concatenate([C.at[:, j].multiply(lam), (1 - lam) * C[:, j : j + 1]], axis=1)

@@ -166,6 +166,7 @@ CASES = {
     "split_neuron": [
         (lambda: D.split_neuron(NET2, 2), ValueError, "`j`"),
         (lambda: D.split_neuron(NET2, 0, NAN), ValueError, "`fraction`"),
+        (lambda: D.split_neuron(NET2, 0, 1e200), ValueError, "1 - fraction"),
         (lambda: D.split_neuron(NET2, 0, layer=1), ValueError, "`layer`"),
     ],
     "merge_neurons": [
