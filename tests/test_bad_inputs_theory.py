@@ -94,10 +94,16 @@ CASES = {
         (lambda: T.nnqp(jnp.eye(3), jnp.ones(2), tol=1e-9, max_steps=5), ValueError, "`G`"),
         (lambda: T.nnqp(jnp.eye(2), jnp.ones(2), tol=NAN, max_steps=5), ValueError, "`tol`"),
         (lambda: T.nnqp(jnp.eye(2), jnp.ones(2), tol=1e-9, max_steps=0), ValueError, "steps"),
-        (lambda: T.nnqp(jnp.diag(jnp.array([1.0, -1.0])), jnp.ones(2), tol=1e-9, max_steps=5),
-         ValueError, "semidefinite"),
-        (lambda: T.nnqp(jnp.array([[1.0, 1.0], [0.0, 1.0]]), jnp.ones(2), tol=1e-9, max_steps=5),
-         ValueError, "symmetric"),
+        (
+            lambda: T.nnqp(jnp.diag(jnp.array([1.0, -1.0])), jnp.ones(2), tol=1e-9, max_steps=5),
+            ValueError,
+            "semidefinite",
+        ),
+        (
+            lambda: T.nnqp(jnp.array([[1.0, 1.0], [0.0, 1.0]]), jnp.ones(2), tol=1e-9, max_steps=5),
+            ValueError,
+            "symmetric",
+        ),
     ],
     "coverage_width": [
         (lambda: T.coverage_width(np.int64(0)), ValueError, "`n`"),
@@ -258,7 +264,10 @@ CASES["stage_times"] += [
     (lambda: T.stage_times(**_ST, initial_alignment=1.5), ValueError, "initial_alignment"),
     (lambda: T.stage_times(**_ST, initial_alignment=jnp.ones(3)), ValueError, "initial_alignment"),
 ]
-CASES["coverage_width"] += [(lambda: T.coverage_width(2.5), ValueError, "`n` must be an integer")]
+CASES["coverage_width"] += [
+    (lambda: T.coverage_width(2.5), ValueError, "`n` must be an integer"),
+    (lambda: jax.jit(T.coverage_width)(2.5), Exception, "`n` must be an integer"),
+]
 
 
 CASES["mixture_test_error"] += [

@@ -31,6 +31,7 @@ from jaxtyping import Array, Bool, Float, Int
 from . import _fast_phase
 from ._solution import RESULTS, Solution
 from .checks import (
+    _real_numbers,
     check_finite,
     check_plus_minus_one,
     check_positive,
@@ -506,8 +507,10 @@ def coverage_width(n, delta=1e-4):
         if not 0 < float(np.asarray(delta)) < 1:
             raise ValueError(f"`delta` must lie in (0, 1), got {delta}")
         return math.ceil(math.log(n / delta) / math.log(4 / 3) - 1e-12)
-    ok = (jnp.asarray(n) >= 1) & (jnp.asarray(delta) > 0) & (jnp.asarray(delta) < 1)
-    n = check_value(jnp.asarray(n), ok, "`n` must be >= 1 and `delta` in (0, 1)")
+    n, delta = _real_numbers("n", n), _real_numbers("delta", delta)
+    whole = jnp.issubdtype(n.dtype, jnp.integer) | (jnp.floor(n) == n)  # traced 2.5 is not a count
+    ok = (n >= 1) & whole & (delta > 0) & (delta < 1)
+    n = check_value(n, ok, "`n` must be an integer >= 1 and `delta` in (0, 1)")
     return jnp.ceil(jnp.log(n / delta) / jnp.log(4.0 / 3.0) - 1e-12).astype(int)
 
 
