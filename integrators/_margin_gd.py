@@ -127,12 +127,14 @@ def margin_gradient_descent(
         P = P0 + C @ gram
         margins = margins_of(P)
         W = model.W + C @ X
+        top = jnp.max(jnp.abs(W))  # f is 1-homogeneous in W: the normalized margin is formed
+        top = jnp.where(top > 0, top, 1.0)  # on W / max |W| (||W|| overflowed at 1e200)
         record = (
             log_margin_loss(margins, loss),
             W,
             P > 0,
             jnp.all(a[:, None] * y[None, :] * P > 0),
-            jnp.min(margins) / jnp.linalg.norm(W),
+            jnp.min(margins_of(P / top)) / jnp.linalg.norm(W / top),
         )
         return carry, record
 

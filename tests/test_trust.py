@@ -199,3 +199,14 @@ def test_observables_alignment_is_scale_free(s):
     obs = D.observables(D.MeanFieldNet(W * s), target)
     np.testing.assert_allclose(obs.alignment, ref.alignment, rtol=1e-14)
     np.testing.assert_allclose(ref.alignment, [0.8], rtol=1e-14)
+
+
+def test_margin_gd_normalized_margin_at_a_huge_step_is_not_zero():
+    # one step of 1e200 puts ||W|| at 1e200 (||W||^2 overflowed and min_margin read 0)
+    from integrators import margin_gradient_descent
+
+    X, y = jnp.array([[3.0, 1.0], [-3.0, 1.0]]), jnp.array([1.0, -1.0])
+    net = D.LeakyReLUNet(jnp.zeros((2, 2)), jnp.array([1.0, -1.0]), 0.1)
+    big = margin_gradient_descent(X, y, net, learning_rate=1e200, max_steps=10)
+    ref = margin_gradient_descent(X, y, net, learning_rate=1e3, max_steps=10)
+    np.testing.assert_allclose(big.min_margin[-1], ref.min_margin[-1], rtol=1e-12)
