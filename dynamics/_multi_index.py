@@ -324,14 +324,23 @@ def sample_loss_gradient(
     >>> bool(jnp.allclose(g, jax.grad(lambda W: sample_loss(MeanFieldNet(W), X, y))(net.W)))
     True
     """
-    W = model.W
-    m, d = W.shape
+    check_model("model", model, MeanFieldNet)
+    W = check_finite("model.W", inexact(model.W, name="model.W"))
+    d = W.shape[1]
     check_shape("X", X, (None, d))
-    n = X.shape[0]
-    if n == 0:
+    if X.shape[0] == 0:
         raise ValueError("`X` must hold at least one sample, got 0 rows")
-    check_shape("y", y, (n,))
-    X, y = jnp.asarray(X, W.dtype), jnp.asarray(y, W.dtype)  # the gradient has W's dtype
+    check_shape("y", y, (X.shape[0],))
+    # the gradient has W's dtype; complex X or y is refused, not cast to its real part
+    X, y = check_finite("X", inexact(X, W.dtype, "X")), check_finite("y", inexact(y, W.dtype, "y"))
+    return _sample_loss_gradient(MeanFieldNet(W, model.activation), X, y, batch_size)
+
+
+def _sample_loss_gradient(model, X, y, batch_size):
+    """`sample_loss_gradient` without the checks (for a flow's field)."""
+    W = model.W
+    m = W.shape[0]
+    n = X.shape[0]
     sigma = activation_function(model.activation)
     norms = jnp.linalg.norm(W, axis=1)
     safe = jnp.where(norms > 0, norms, 1.0)

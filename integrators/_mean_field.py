@@ -18,13 +18,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from dynamics import (
-    MeanFieldNet,
-    MultiIndexTarget,
-    observables,
-    sample_loss_gradient,
-)
-from dynamics._multi_index import _population_loss, _sample_loss
+from dynamics import MeanFieldNet, MultiIndexTarget, observables
+from dynamics._multi_index import _population_loss, _sample_loss, _sample_loss_gradient
 from theory import RESULTS, Solution, diffrax_stats
 from theory.checks import (
     check_activation,
@@ -169,7 +164,7 @@ def mean_field_flow(
     else:
 
         def grad(W):
-            return sample_loss_gradient(MeanFieldNet(W, activation), X, y, batch_size=batch_size)
+            return _sample_loss_gradient(MeanFieldNet(W, activation), X, y, batch_size)
 
     off = inexact(decay_off, W0.dtype, "decay_off")  # a string is refused, not parsed
     if off.shape != ():

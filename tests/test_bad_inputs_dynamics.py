@@ -1,5 +1,6 @@
 """Bad input to every public function of `dynamics`: (call, exception, message fragment)."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -148,6 +149,16 @@ CASES = {
     "sample_loss_gradient": [
         (lambda: D.sample_loss_gradient(MF, jnp.ones((6, 4)), jnp.ones(5)), ValueError, "`y`"),
         (lambda: D.sample_loss_gradient(MF, jnp.ones((6, 3)), jnp.ones(6)), ValueError, "`X`"),
+        (lambda: D.sample_loss_gradient(MF, jnp.ones((6, 4)) * 1j, jnp.ones(6)), ValueError, "`X`"),
+        (lambda: D.sample_loss_gradient(MF, jnp.ones((6, 4)), jnp.full(6, NAN)), ValueError, "`y`"),
+        (
+            lambda: D.sample_loss_gradient(
+                eqx.tree_at(lambda m: m.W, MF, MF.W * (1 + 1j)), jnp.ones((6, 4)), jnp.ones(6)
+            ),
+            ValueError,
+            "`model.W`",
+        ),
+        (lambda: D.sample_loss_gradient(NET2, jnp.ones((6, 2)), jnp.ones(6)), ValueError, "Mean"),
         (
             lambda: D.sample_loss_gradient(MF, jnp.ones((6, 4)), jnp.ones(6), batch_size=4),
             ValueError,
