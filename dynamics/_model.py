@@ -170,7 +170,15 @@ def tangent_kernel_max(model: TwoLayerReLU, X: Float[Array, "n d"]) -> Float[Arr
     >>> float(tangent_kernel_max(TwoLayerReLU(jnp.array([1.0]), jnp.array([[1.0, 0.0]])), jnp.eye(2)))
     1.0
     """  # noqa: E501
-    return jnp.linalg.eigvalsh(tangent_kernel(model, X))[-1]
+    # K is 2-homogeneous in (a, W): its spectrum is taken at (a, W) / 2^e, e the binary exponent
+    # of their largest entry, and scaled back by 4^e (exact; at 1e200 K overflowed and
+    # the eigenvalue read NaN, now inf)
+    check_shape("X", X, (None, model.W.shape[1]))
+    model, X = _finite_model_and_inputs(model, X)
+    top = jnp.maximum(jnp.max(jnp.abs(model.W)), jnp.max(jnp.abs(model.a)))
+    e = jnp.floor(jnp.log2(jnp.where(top > 0, top, 1.0))).astype(jnp.int32)
+    scaled = TwoLayerReLU(jnp.ldexp(model.a, -e), jnp.ldexp(model.W, -e))
+    return jnp.ldexp(jnp.linalg.eigvalsh(tangent_kernel(scaled, X))[-1], 2 * e)
 
 
 def half_squared_norm(model) -> Float[Array, ""]:

@@ -210,3 +210,24 @@ def test_margin_gd_normalized_margin_at_a_huge_step_is_not_zero():
     big = margin_gradient_descent(X, y, net, learning_rate=1e200, max_steps=10)
     ref = margin_gradient_descent(X, y, net, learning_rate=1e3, max_steps=10)
     np.testing.assert_allclose(big.min_margin[-1], ref.min_margin[-1], rtol=1e-12)
+
+
+def test_two_homogeneous_quantities_overflow_to_inf_not_nan():
+    # f_W of a mean-field net and lambda_max of the tangent kernel are 2-homogeneous: formed at
+    # 1e100 they are exact (1e200 x the unit-scale value), at 1e200 they overflow to inf
+    W, X = (
+        jax.random.normal(jax.random.PRNGKey(0), (5, 3)),
+        jax.random.normal(jax.random.PRNGKey(1), (4, 3)),
+    )
+    ref = D.MeanFieldNet(W).predict(X)
+    np.testing.assert_allclose(D.MeanFieldNet(W * 1e100).predict(X) / 1e200, ref, rtol=1e-13)
+    assert np.all(np.isposinf(D.MeanFieldNet(W * 1e200).predict(X)))
+    y = jnp.zeros(4)
+    assert np.isposinf(D.sample_loss(D.MeanFieldNet(W * 1e200), X, y))
+    net = D.TwoLayerReLU(jnp.array([1.0, -0.5]), jnp.array([[1.0, 0.0], [0.3, 0.2]]))
+    lam = D.tangent_kernel_max(net, jnp.eye(2))
+    big = D.tangent_kernel_max(D.TwoLayerReLU(net.a * 1e100, net.W * 1e100), jnp.eye(2))
+    np.testing.assert_allclose(big / 1e200, lam, rtol=1e-13)
+    assert np.isposinf(
+        D.tangent_kernel_max(D.TwoLayerReLU(net.a * 1e200, net.W * 1e200), jnp.eye(2))
+    )
