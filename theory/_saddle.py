@@ -506,12 +506,12 @@ def coverage_width(n, delta=1e-4):
         n = check_positive_int("n", n)
         if not 0 < float(np.asarray(delta)) < 1:
             raise ValueError(f"`delta` must lie in (0, 1), got {delta}")
-        return math.ceil(math.log(n / delta) / math.log(4 / 3) - 1e-12)
+        return math.ceil((math.log(n) - math.log(delta)) / math.log(4 / 3) - 1e-12)
     n, delta = _real_numbers("n", n), _real_numbers("delta", delta)
     whole = jnp.issubdtype(n.dtype, jnp.integer) | (jnp.floor(n) == n)  # traced 2.5 is not a count
     ok = (n >= 1) & whole & (delta > 0) & (delta < 1)
     n = check_value(n, ok, "`n` must be an integer >= 1 and `delta` in (0, 1)")
-    return jnp.ceil(jnp.log(n / delta) / jnp.log(4.0 / 3.0) - 1e-12).astype(int)
+    return jnp.ceil((jnp.log(n) - jnp.log(delta)) / jnp.log(4.0 / 3.0) - 1e-12).astype(int)
 
 
 def crossing_times(
