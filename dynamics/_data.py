@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from theory.checks import check_dtype, check_positive_int
+from theory.checks import check_dtype, check_key, check_positive_int
 
 
 def orthogonal_data(
@@ -38,7 +38,7 @@ def orthogonal_data(
     n = check_positive_int("n", n)
     d = check_positive_int("d", n if d is None else d, minimum=n)
     dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
-    kq, ky = jax.random.split(key)
+    kq, ky = jax.random.split(check_key(key))
     g = jax.random.normal(kq, (d, d), dtype=dtype)
     q, r = jnp.linalg.qr(g)
     q = q * jnp.sign(jnp.diagonal(r))[None, :]  # Haar measure, not only orthogonal

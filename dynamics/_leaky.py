@@ -9,6 +9,7 @@ from theory.checks import (
     check_dtype,
     check_finite,
     check_gamma,
+    check_key,
     check_positive,
     check_positive_int,
     check_shape,
@@ -57,7 +58,7 @@ class LeakyReLUNet(eqx.Module):
 
     def __init__(self, W, a, gamma: float):
         dtype = jnp.result_type(jnp.asarray(W), jnp.asarray(a), float)
-        W, a = inexact(W, dtype), inexact(a, dtype)
+        W, a = inexact(W, dtype, "W"), inexact(a, dtype, "a")
         check_shape("W", W, (None, None))
         check_shape("a", a, (W.shape[0],))
         check_gamma(gamma)
@@ -96,7 +97,7 @@ def small_leaky_init(
     m, d = check_positive_int("m", m, minimum=2), check_positive_int("d", d)
     scale = check_positive("scale", scale)
     dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
-    W = scale * jax.random.normal(key, (m, d), dtype) / jnp.sqrt(d)
+    W = scale * jax.random.normal(check_key(key), (m, d), dtype) / jnp.sqrt(d)
     return LeakyReLUNet(W, fixed_second_layer(m, dtype), gamma)
 
 

@@ -11,6 +11,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from theory.checks import (
     check_dtype,
     check_finite,
+    check_key,
     check_label_noise,
     check_model,
     check_positive,
@@ -97,7 +98,7 @@ def gaussian_mixture(
     signal = check_finite("signal", signal)
     noise_scale = check_positive("noise_scale", noise_scale)
     dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
-    ky, kz, kf = jax.random.split(key, 3)
+    ky, kz, kf = jax.random.split(check_key(key), 3)
     clean = jax.random.rademacher(ky, (n,), dtype)
     mu = jnp.zeros((d,), dtype).at[0].set(signal)
     X = clean[:, None] * mu[None, :] + noise_scale * _noise(kz, (n, d), noise, dof, dtype)
@@ -152,7 +153,9 @@ def sampled_test_error(
         )
         return count + jnp.sum(y * model.predict(X) <= 0, dtype=count.dtype), None
 
-    wrong, _ = jax.lax.scan(batch, jnp.zeros((), jnp.int32), jax.random.split(key, num_batches))
+    wrong, _ = jax.lax.scan(
+        batch, jnp.zeros((), jnp.int32), jax.random.split(check_key(key), num_batches)
+    )
     return wrong / (num_batches * batch_size)
 
 
@@ -190,7 +193,7 @@ def projected_test_error(
     m = W.shape[0]
     evals, evecs = jnp.linalg.eigh(W @ W.T)
     root = evecs * jnp.sqrt(jnp.maximum(evals, 0.0))[None, :]
-    ky, kz, kf = jax.random.split(key, 3)
+    ky, kz, kf = jax.random.split(check_key(key), 3)
     clean = jax.random.rademacher(ky, (num_samples,), W.dtype)
     u = noise_scale * jax.random.normal(kz, (num_samples, m), W.dtype) @ root.T
     pre = clean[:, None] * (signal * W[:, 0])[None, :] + u

@@ -9,6 +9,7 @@ from theory.checks import (
     check_alpha,
     check_dtype,
     check_finite,
+    check_key,
     check_model,
     check_orthonormal_rows,
     check_positive_int,
@@ -35,7 +36,7 @@ class TwoLayerReLU(eqx.Module):
 
     def __init__(self, a, W):
         dtype = jnp.result_type(jnp.asarray(a), jnp.asarray(W), float)
-        a, W = inexact(a, dtype), inexact(W, dtype)  # integer parameters are converted
+        a, W = inexact(a, dtype, "a"), inexact(W, dtype, "W")  # integer parameters are converted
         check_shape("a", a, (None,))
         check_shape("W", W, (a.shape[0], None))
         self.a, self.W = a, W
@@ -68,7 +69,7 @@ def balanced_init(m: int, d: int, alpha, *, key: PRNGKeyArray, dtype=None) -> Tw
     m, d = check_positive_int("m", m), check_positive_int("d", d)
     dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
     alpha = check_alpha(alpha, dtype)
-    ks, ku = jax.random.split(key)
+    ks, ku = jax.random.split(check_key(key))
     s = jax.random.rademacher(ks, (m,), dtype=dtype)
     g = jax.random.normal(ku, (m, d), dtype=dtype)
     u = g / jnp.linalg.norm(g, axis=1, keepdims=True)
@@ -87,7 +88,7 @@ def he_uniform_init(m: int, d: int, *, key: PRNGKeyArray, dtype=None) -> TwoLaye
     """
     m, d = check_positive_int("m", m), check_positive_int("d", d)
     dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
-    ka, kw = jax.random.split(key)
+    ka, kw = jax.random.split(check_key(key))
     bw, ba = 1.0 / jnp.sqrt(d), 1.0 / jnp.sqrt(m)
     W = jax.random.uniform(kw, (m, d), dtype=dtype, minval=-bw, maxval=bw)
     a = jax.random.uniform(ka, (m,), dtype=dtype, minval=-ba, maxval=ba)

@@ -31,6 +31,7 @@ from theory.checks import (
     check_activation,
     check_dtype,
     check_finite,
+    check_key,
     check_model,
     check_orthonormal_rows,
     check_positive_int,
@@ -52,7 +53,7 @@ class MultiIndexTarget(eqx.Module):
 
     def __init__(self, directions, activation: str = "abs"):
         check_activation(activation)
-        directions = inexact(directions)
+        directions = inexact(directions, name="directions")
         check_shape("directions", directions, (None, None))
         r, d = directions.shape
         if r > d:
@@ -135,6 +136,7 @@ def mean_field_init(
     """
     m, d = check_positive_int("m", m), check_positive_int("d", d)
     dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
+    key = check_key(key)
     return MeanFieldNet(jax.random.normal(key, (m, d), dtype) / jnp.sqrt(d), activation)
 
 
@@ -219,7 +221,7 @@ def symmetrize(model: MeanFieldNet, r: int, *, key: PRNGKeyArray, num: int) -> M
     if r > d:
         raise ValueError(f"`r` must be <= d = {d}, got {r}")
     num = check_positive_int("num", num)
-    ks, kp = jax.random.split(key)
+    ks, kp = jax.random.split(check_key(key))
     signs = jax.random.rademacher(ks, (num, d), W.dtype)
     perms = jax.vmap(
         lambda k: jnp.concatenate([jnp.arange(r), r + jax.random.permutation(k, d - r)])

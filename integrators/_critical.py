@@ -21,7 +21,7 @@ from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Bool, Float, Int
 
 from theory import RESULTS, Solution
-from theory.checks import check_positive, check_positive_int
+from theory.checks import check_key, check_positive, check_positive_int
 
 from ._krylov import minres, steihaug_cg, thick_restart_lanczos
 
@@ -278,7 +278,7 @@ def hessian_spectrum(
     k, steps_, block, max_restarts = _check_lanczos_options(k, steps, block, max_restarts, dim)
     if steps is None and dim <= DENSE_MAX:
         return _dense_spectrum(model, loss, args, k, eig_tol).raise_if_failed(throw)
-    key = jax.random.PRNGKey(0) if key is None else key
+    key = jax.random.PRNGKey(0) if key is None else check_key(key)
     # tolerances and the restart budget are traced: changing them does not recompile
     tol, eig_tol = jnp.asarray(tol, dtype), jnp.asarray(eig_tol, dtype)
     max_restarts = jnp.asarray(max_restarts, jnp.int32)

@@ -219,7 +219,10 @@ def orthogonal_flow(
     check_shape("y", y, (n,))
     check_shape("model.W", model.W, (None, d))
     dtype = jnp.result_type(model.a.dtype, jnp.asarray(X).dtype, float)
-    X, y = check_finite("X", inexact(X, dtype)), check_finite("y", inexact(y, dtype))
+    X, y = (
+        check_finite("X", inexact(X, dtype, name="X")),
+        check_finite("y", inexact(y, dtype, name="y")),
+    )
     X = check_orthonormal_rows("X", X)
     ts = check_time_grid("ts", ts, dtype)
     tau = check_time_scale(time_scale, dtype)

@@ -146,11 +146,11 @@ def gradient_descent(
     check_shape("model.W", model.W, (None, d))
     check_representable(model.a, model.W)
     targets = checkpoint_steps(max_steps, num_checkpoints)
-    X = check_finite("X", inexact(X, model.a.dtype))
+    X = check_finite("X", inexact(X, model.a.dtype, name="X"))
     if orthonormal:
         hint = "; for GD on other inputs pass `orthonormal=False`"
         X = check_orthonormal_rows("X", X, hint=hint)
-    y = check_finite("y", inexact(y, model.a.dtype))
+    y = check_finite("y", inexact(y, model.a.dtype, name="y"))
     tol = check_positive("tol", tol, allow_zero=True, scalar=True)
     max_loss = check_value(
         max_loss, jnp.asarray(max_loss) >= 0, f"`max_loss` must be >= 0 (inf: none), got {max_loss}"

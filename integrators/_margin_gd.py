@@ -96,7 +96,7 @@ def margin_gradient_descent(
     normalized = check_flag("normalized", normalized)
     targets = checkpoint_steps(max_steps, num_checkpoints)
     y = check_plus_minus_one("y", y)
-    X = check_finite("X", inexact(X, model.W.dtype))
+    X = check_finite("X", inexact(X, model.W.dtype, name="X"))
     model = LeakyReLUNet(
         check_finite("model.W", model.W), check_finite("model.a", model.a), model.gamma
     )

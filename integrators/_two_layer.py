@@ -516,7 +516,10 @@ def two_layer_flow(
             f"`X` and `model` must be real float64 (kinks are located to 1e-13 in time: {fix}), "
             f"got {jnp.dtype(dtype).name}"
         )
-    X, y = check_finite("X", inexact(X, dtype)), check_finite("y", inexact(y, dtype))
+    X, y = (
+        check_finite("X", inexact(X, dtype, name="X")),
+        check_finite("y", inexact(y, dtype, name="y")),
+    )
     X = check_value(
         X,
         jnp.all(jnp.isfinite(X @ X.T)),

@@ -288,3 +288,19 @@ def test_degenerate_but_valid_inputs_work():
     assert D.balanced_init(np.array(3), np.int64(2), 0.5, key=KEY).W.shape == (3, 2)
     # integer parameters are converted, not kept as integers
     assert D.TwoLayerReLU(jnp.array([1, -1]), jnp.eye(2, dtype=int)).a.dtype.kind == "f"
+
+# trust round 2, clear messages: a bad key, None and an unknown dtype are named
+_PRNG = "must be a JAX PRNG key"
+CASES["balanced_init"] += [
+    (lambda: D.balanced_init(3, 2, 0.1, key=0), ValueError, _PRNG),
+    (lambda: D.balanced_init(3, 2, 0.1, key=None), ValueError, _PRNG),
+]
+CASES["mean_field_init"] += [
+    (lambda: D.mean_field_init(3, 2, key=jax.random.split(KEY)), ValueError, "one key"),
+]
+CASES["gaussian_mixture"] += [
+    (lambda: D.gaussian_mixture(4, 3, key=jnp.zeros(2), signal=1.0), ValueError, _PRNG),
+]
+CASES["standard_target"] += [
+    (lambda: D.standard_target(2, 4, dtype="abc"), ValueError, "`dtype` must be a floating"),
+]

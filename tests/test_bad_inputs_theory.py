@@ -415,3 +415,10 @@ test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(C
 def test_every_public_function_has_a_bad_input_case():
     public = public_functions(T) - {"diffrax_stats"}  # a diffrax adaptor
     assert public <= set(CASES), sorted(public - set(CASES))
+
+# trust round 2, clear messages: None reaches no ufunc
+CASES["arccos_kernel"] += [(lambda: T.arccos_kernel(None), ValueError, "`rho` must be real")]
+CASES["coverage_width"] += [(lambda: T.coverage_width(32, None), ValueError, "`delta`")]
+CASES["max_margin"] += [
+    (lambda: T.max_margin(jnp.eye(2), A2, A2, None), ValueError, "`gamma` must be real"),
+]

@@ -14,7 +14,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._hermite import hermite_coefficients, second_moment
-from .checks import check_activation, check_value, is_concrete
+from .checks import _real_numbers, check_activation, check_value, is_concrete
 
 SERIES_DEGREE = 40
 
@@ -36,6 +36,7 @@ def arccos_kernel(rho):
 
 def _check_correlation(rho):
     """A correlation of unit vectors: finite, |rho| <= 1 up to rounding (1e-6)."""
+    _real_numbers("rho", rho)  # None, strings and complex are refused by name
     xp = jnp if not is_concrete(rho) else np
     r = xp.asarray(rho)
     shown = rho if is_concrete(rho) else "a traced value"

@@ -112,9 +112,9 @@ def kkt_residual(
     kink_tol = check_positive("kink_tol", kink_tol, allow_zero=True, scalar=True)
     rounds = check_positive_int("rounds", rounds)  # 2.5, True or '3' refused, not truncated
     dtype = jnp.result_type(jnp.asarray(W), jnp.asarray(X), float)
-    W = check_finite("W", inexact(W, dtype))
-    X = check_finite("X", inexact(X, dtype))
-    a = check_finite("a", inexact(a, dtype))
+    W = check_finite("W", inexact(W, dtype, name="W"))
+    X = check_finite("X", inexact(X, dtype, name="X"))
+    a = check_finite("a", inexact(a, dtype, name="a"))
     y = jnp.asarray(check_plus_minus_one("y", y), dtype)
     return _kkt(W, X, y, a, jnp.asarray(gamma, dtype), jnp.asarray(kink_tol, dtype), rounds)
 

@@ -109,8 +109,8 @@ def all_activated(W, a, X, y) -> Bool[Array, ""]:
     check_shape("a", a, (m,))
     check_shape("X", X, (None, d))
     check_shape("y", y, (jnp.shape(X)[0],))
-    W, a = check_finite("W", inexact(W)), check_finite("a", inexact(a))
-    X, y = check_finite("X", inexact(X)), check_finite("y", inexact(y))
+    W, a = check_finite("W", inexact(W, name="W")), check_finite("a", inexact(a, name="a"))
+    X, y = check_finite("X", inexact(X, name="X")), check_finite("y", inexact(y, name="y"))
     return jnp.all(a[:, None] * y[None, :] * (W @ X.T) > 0)
 
 
@@ -155,7 +155,7 @@ def max_margin(
     (True, 1.0, True)
     """
     y, gamma = _check(X, y, a, gamma, pattern)
-    X = inexact(X)
+    X = inexact(X, name="X")
     if pattern is not None and jnp.asarray(pattern).dtype != bool:
         raise ValueError(f"`pattern` must be boolean, got {jnp.asarray(pattern).dtype}")
     if tol is not None:

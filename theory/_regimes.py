@@ -96,7 +96,7 @@ def margin_conditions(
         raise ValueError("`X` must hold at least one sample, got 0 rows")
     check_shape("y", y, (n,))
     gamma = check_gamma(gamma)
-    X = check_finite("X", inexact(X))
+    X = check_finite("X", inexact(X, name="X"))
     y = jnp.asarray(check_plus_minus_one("y", y), X.dtype)
     # both conditions are scale-free: X scaled by a power of 2 to max |x| in [1, 2), so that
     # the Gram matrix neither overflows (|x| ~ 1e200) nor underflows (|x| ~ 1e-200)
@@ -141,8 +141,8 @@ def span_error_bound(
     check_shape("mu", mu, (jnp.shape(X)[1],))
     noise_scale = check_positive("noise_scale", noise_scale)
     label_noise = check_label_noise(label_noise)
-    X = check_finite("X", inexact(X))
-    mu = check_finite("mu", inexact(mu, X.dtype))
+    X = check_finite("X", inexact(X, name="X"))
+    mu = check_finite("mu", inexact(mu, X.dtype, name="mu"))
     # ||P mu|| through the right singular vectors of X (not the Gram matrix: its condition
     # number is squared)
     _, sv, vt = jnp.linalg.svd(X, full_matrices=False)

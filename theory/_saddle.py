@@ -164,8 +164,8 @@ def _check_inputs(y, signs, directions):
             f"{jnp.shape(directions)}"
         )
     dtype = jnp.result_type(jnp.asarray(y), jnp.asarray(directions), float)
-    y = check_finite("y", inexact(y, dtype))
-    directions = check_finite("directions", inexact(directions, dtype))
+    y = check_finite("y", inexact(y, dtype, name="y"))
+    directions = check_finite("directions", inexact(directions, dtype, name="directions"))
     return y, inexact(check_plus_minus_one("signs", signs), dtype), directions
 
 
@@ -482,7 +482,7 @@ def min_norm_cost(y: Float[Array, " n"]) -> Float[Array, ""]:
     >>> float(min_norm_cost(jnp.array([3.0, 4.0, -1.0])))
     6.0
     """
-    y = check_finite("y", inexact(y))
+    y = check_finite("y", inexact(y, name="y"))
     check_shape("y", y, (None,))
     pos = jnp.where(y > 0, y, 0.0)
     neg = jnp.where(y < 0, y, 0.0)
@@ -502,6 +502,8 @@ def coverage_width(n, delta=1e-4):
     >>> coverage_width(32)
     45
     """
+    if delta is None or isinstance(delta, str | bool):
+        raise ValueError(f"`delta` must be a number in (0, 1), got {delta!r}")
     if is_concrete(n) and is_concrete(delta):
         n = check_positive_int("n", n)
         if not 0 < float(np.asarray(delta)) < 1:
@@ -591,7 +593,7 @@ def jump_time_grid(
     """
     num = check_positive_int("num", num)
     window_points = check_positive_int("window_points", window_points)
-    t1 = check_positive("t1", inexact(t1))
+    t1 = check_positive("t1", inexact(t1, name="t1"))
     window = check_positive("window", window, scalar=True)
     w = jnp.minimum(0.5, window / check_time_scale(time_scale, t1.dtype))
     centers = jnp.where(jnp.isfinite(prediction.times), prediction.times, t1)

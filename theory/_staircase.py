@@ -317,7 +317,7 @@ def lotka_volterra(
         jnp.asarray(1.0 if check_flag("corrected", corrected) else 0.0),
     )
     check_shape("beta0", beta0, (2,))
-    beta0 = check_positive("beta0", inexact(beta0, ts.dtype), allow_zero=True)
+    beta0 = check_positive("beta0", inexact(beta0, ts.dtype, name="beta0"), allow_zero=True)
     return _solve(_lv_field, beta0, ts, args, 1e-10, 1e-10, throw)
 
 
@@ -362,7 +362,7 @@ def tensor_power(
 
     ts = check_time_grid("ts", ts)
     p0 = check_value(
-        inexact(p0, ts.dtype),
+        inexact(p0, ts.dtype, "p0"),
         (jnp.asarray(p0) >= 0) & (jnp.asarray(p0) <= 1),
         f"`p0` must lie in [0, 1] (a squared coordinate), got {p0}",
     )
@@ -381,9 +381,9 @@ def initial_alignment(
     """
     check_shape("W", W, (None, None))
     check_shape("directions", directions, (None, jnp.shape(W)[1]))
-    W = check_finite("W", inexact(W))
+    W = check_finite("W", inexact(W, name="W"))
     directions = check_orthonormal_rows(
-        "directions", check_finite("directions", inexact(directions, W.dtype))
+        "directions", check_finite("directions", inexact(directions, W.dtype, name="directions"))
     )
     rel = W @ directions.T
     top = jnp.max(jnp.abs(rel), axis=1, keepdims=True)  # scale-free per row: no over/underflow
@@ -514,7 +514,7 @@ def stage_times(
     else:
         if jnp.ndim(initial_alignment) != 0:
             check_shape("initial_alignment", initial_alignment, (r,))
-        p0 = jnp.broadcast_to(inexact(initial_alignment, ts.dtype), (r,))
+        p0 = jnp.broadcast_to(inexact(initial_alignment, ts.dtype, "initial_alignment"), (r,))
         p0 = check_value(
             p0,
             (p0 >= 0) & (p0 <= 1),

@@ -95,7 +95,12 @@ def check_dtype(dtype):
     """
     if dtype is None:
         return None
-    d = np.dtype(dtype)
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(
+            f"`dtype` must be a floating dtype (float32 or float64), got {dtype!r}"
+        ) from None
     if not np.issubdtype(d, np.floating):
         raise ValueError(f"`dtype` must be a floating dtype (float32 or float64), got {d}")
     if d.itemsize > 4 and not jax.config.jax_enable_x64:
@@ -132,6 +137,8 @@ def check_shape(name: str, x, shape: tuple) -> None:
 
     >>> check_shape("W", jnp.zeros((4, 2)), (None, 2))
     """
+    if x is None or isinstance(x, str):
+        raise ValueError(f"`{name}` must be an array of real numbers, got {x!r}")
     actual = jnp.shape(x)
     mismatch = len(actual) != len(shape) or any(
         s is not None and s != a for s, a in zip(shape, actual, strict=True)
@@ -261,6 +268,9 @@ def check_gamma(gamma):
     Traceback (most recent call last):
     ValueError: `gamma` must lie in (0, 1), got 1.5
     """
+    if isinstance(gamma, bool | np.bool_):
+        raise ValueError(f"`gamma` must be a real number, got {gamma!r}")
+    _real_numbers("gamma", gamma)
     check_shape("gamma", gamma, ())
     xp = _xp(gamma)
     v = xp.asarray(gamma)
@@ -305,6 +315,29 @@ def check_positive_int(name: str, value, minimum: int = 1) -> int:
     raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
 
 
+def check_key(key, name: str = "key"):
+    """A JAX PRNG key: a typed key (`jax.random.key(0)`) or a raw uint32 key
+    (`jax.random.PRNGKey(0)`, shape (2,) for the default threefry). Returns it.
+
+    >>> check_key(0)
+    Traceback (most recent call last):
+    ValueError: `key` must be a JAX PRNG key (jax.random.key(0) or jax.random.PRNGKey(0)), got int 0
+    """
+    expected = f"`{name}` must be a JAX PRNG key (jax.random.key(0) or jax.random.PRNGKey(0))"
+    if isinstance(key, jax.Array | np.ndarray):
+        dtype = key.dtype
+        if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+            if key.shape == ():
+                return key
+            raise ValueError(f"{expected}, got an array of {key.shape} keys: pass one key")
+        raw = jax.random.key_data(jax.random.key(0)).shape  # (2,) for threefry
+        if dtype == np.uint32 and key.shape == raw:
+            return key
+        raise ValueError(f"{expected}, got an array of dtype {dtype} and shape {key.shape}")
+    shown = repr(key) if isinstance(key, int | float | str | None) else "an object"
+    raise ValueError(f"{expected}, got {type(key).__name__} {shown}")
+
+
 def check_flag(name: str, value) -> bool:
     """A switch: exactly True or False (not 0, 1 or a string); returns it.
 
@@ -339,7 +372,15 @@ def _real_numbers(name, x):
     shown = name if name == "the input" else f"`{name}`"
     if isinstance(x, str):
         raise ValueError(f"{shown} must be real numbers, got the string {x!r}")
-    x = x if isinstance(x, jax.core.Tracer) else jnp.asarray(x)
+    if x is None:
+        raise ValueError(f"{shown} must be real numbers, got None")
+    if not isinstance(x, jax.core.Tracer):
+        try:
+            x = jnp.asarray(x)
+        except (TypeError, ValueError) as error:  # ragged lists, objects, strings in a list
+            raise ValueError(
+                f"{shown} must be an array of real numbers, got {type(x).__name__} ({error})"
+            ) from None
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
         raise ValueError(f"{shown} must be real, got a complex array of dtype {x.dtype}")
     if x.dtype == bool:
@@ -354,8 +395,8 @@ def check_finite(name: str, x):
     Traceback (most recent call last):
     ValueError: `y` must be finite, got 1 non-finite value(s)
     """
-    if not isinstance(x, np.ndarray | np.generic) or np.iscomplexobj(x) or x.dtype == bool:
-        _real_numbers(name, x)  # complex or boolean input is refused, not checked for NaN
+    if not (isinstance(x, np.ndarray | np.generic) and x.dtype.kind in "fiu"):
+        _real_numbers(name, x)  # complex, boolean or non-numeric input is refused by name
     xp = _xp(x)
     bad = ~xp.isfinite(xp.asarray(x))
     count = f"{int(np.sum(np.asarray(bad)))} non-finite value(s)" if is_concrete(bad) else "NaN/inf"
@@ -372,8 +413,10 @@ def check_positive(name: str, x, *, allow_zero: bool = False, scalar: bool = Fal
     """
     if scalar:
         check_shape(name, x, ())
-    if isinstance(x, bool | np.bool_ | str) or np.iscomplexobj(x):
+    if isinstance(x, bool | np.bool_ | str) or x is None or np.iscomplexobj(x):
         raise ValueError(f"`{name}` must be a real number, got {x!r}")
+    if not (isinstance(x, np.ndarray | np.generic) and x.dtype.kind in "fiu"):
+        _real_numbers(name, x)  # a list of strings, an object: refused by name
     xp = _xp(x)
     v = xp.asarray(x)
     ok = xp.isfinite(v) & ((v >= 0) if allow_zero else (v > 0))
@@ -408,6 +451,9 @@ def check_label_noise(label_noise):
     Traceback (most recent call last):
     ValueError: `label_noise` must lie in [0, 1/2), got 0.7
     """
+    if isinstance(label_noise, bool | np.bool_):
+        raise ValueError(f"`label_noise` must be a real number, got {label_noise!r}")
+    _real_numbers("label_noise", label_noise)
     xp = _xp(label_noise)
     v = xp.asarray(label_noise)
     ok = (v >= 0) & (v < 0.5)
