@@ -29,8 +29,8 @@ from benchmarks._common import (
 from benchmarks._driver import finish, header, run_sweep
 from benchmarks._paper import PAPER_TABLE1
 from dynamics import half_squared_norm, signs_and_directions
-from integrators import RESULTS, gradient_descent, vanishing_flow
-from theory import coverage_width, min_norm_cost, saddle_jumps
+from integrators import gradient_descent, vanishing_flow
+from theory import RESULTS, coverage_width, min_norm_cost, saddle_jumps
 
 P_GD = 30  # alpha = 10^-P_GD / sqrt(m), the paper's 1e-30 / sqrt(m)
 FLOW_HORIZON = 1.3  # flows run to 1.3 x the last predicted jump

@@ -30,8 +30,8 @@ from dynamics import (
     signs_and_directions,
     tangent_kernel_max,
 )
-from integrators import RESULTS, gradient_descent, stable_gradient_descent
-from theory import min_norm_cost, saddle_jumps
+from integrators import gradient_descent, stable_gradient_descent
+from theory import RESULTS, min_norm_cost, saddle_jumps
 
 N = 32
 TOL = 1e-10

@@ -1,10 +1,9 @@
 """How it moves in time: gradient flows (diffrax), gradient descent (optax), seed sweeps.
 
-Every flow and descent returns a solution with `result` (a `theory.RESULTS` item, re-exported
-here as `RESULTS`), an `ok` property and a `stats` dict, and takes `throw=False`.
+Every flow and descent returns a solution with `result` (a `theory.RESULTS` item), an `ok`
+property and a `stats` dict, and takes `throw=False`. The solver machinery they share
+(`HoldArgs`, the Rosenbrock solvers, the default controller) is in `theory.numerics`.
 """
-
-from theory import RESULTS as RESULTS, HoldArgs as HoldArgs
 
 from ._critical import (
     CriticalPoint as CriticalPoint,
@@ -35,11 +34,6 @@ from ._mean_field import (
     MeanFieldSolution as MeanFieldSolution,
     check_memory as check_memory,
     mean_field_flow as mean_field_flow,
-)
-from ._rosenbrock import (
-    Rodas4 as Rodas4,
-    Rodas5P as Rodas5P,
-    dense_shifted_solve as dense_shifted_solve,
 )
 from ._sweep import (
     SweepConfigError as SweepConfigError,

@@ -26,13 +26,13 @@ start, and 0 on components that reached the kink during the flow. The field is t
 rescaled two-layer field of `theory._rescaled` (gauge "norm", G = I), shared with
 `two_layer_flow`, `vanishing_flow` and the fast phases of `theory.saddle_jumps`.
 
-**Kinks.** A live component that reaches v_ji = 0 freezes, and the field jumps there; an
-adaptive solver that meets the jump inside a step shrinks the step to ~tol / |jump| and climbs
-back, ten or more steps per crossing. By default the solver is wrapped in `theory.HoldArgs`,
-which holds each step's live set fixed (the field is smooth inside every step, relu of each
-component exact at every stage) and adds the kink's area to the error estimate, so the
-crossing is still resolved to the tolerance: on the main job's instances 336 steps per solve
-at alpha = 1e-10 / sqrt(45) instead of 1,374.
+**Kinks.** A live component that reaches v_ji = 0 freezes, and the field jumps there; an adaptive
+solver that meets the jump inside a step shrinks the step to ~tol / |jump| and climbs back, ten or
+more steps per crossing. By default the solver is wrapped in `theory.numerics.HoldArgs`, which holds
+each step's live set fixed (the field is smooth inside every step, relu of each component exact at
+every stage) and adds the kink's area to the error estimate, so the crossing is still resolved to
+the tolerance: on the main job's instances 336 steps per solve at alpha = 1e-10 / sqrt(45) instead
+of 1,374.
 
 **Which dynamics.** This is the flow of *exactly* orthonormal inputs (the data basis): X is
 accepted when max |X X^T - I| <= 1e-6, and its coupling is then ignored. At small alpha the
@@ -52,7 +52,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from dynamics import TwoLayerReLU
-from theory import RESULTS, HoldArgs, Solution, _rescaled as rescaled, diffrax_stats
+from theory import RESULTS, Solution, diffrax_stats, rescaled
 from theory.checks import (
     check_finite,
     check_flag,
@@ -65,6 +65,7 @@ from theory.checks import (
     check_time_scale,
     inexact,
 )
+from theory.numerics import HoldArgs, default_controller
 
 
 class ScaledState(eqx.Module):
@@ -139,13 +140,6 @@ def _vector_field(t, state: ScaledState, frame: _Frame):
     return ScaledState(dkappa, jnp.concatenate([dpsi_a[:, None], dpsi_v], axis=1))
 
 
-def default_controller(rtol: float, atol: float) -> diffrax.PIDController:
-    """The flows' default step-size controller: PI with pcoeff = 0.4, icoeff = 0.3. After the
-    jumps the fitted neurons make the step size stability-limited, where these damp the
-    accept/reject oscillation (1.3-1.6x fewer steps than diffrax's default)."""
-    return diffrax.PIDController(rtol=rtol, atol=atol, pcoeff=0.4, icoeff=0.3)
-
-
 class FlowSolution(Solution):
     """Result of `orthogonal_flow`.
 
@@ -198,7 +192,7 @@ def orthogonal_flow(
     flow becomes a jump process.
     Integration uses the per-neuron log-scale formulation of the module docstring, an adaptive
     `solver` (default `diffrax.Dopri5()`), with each step's live set held fixed around it
-    (`theory.HoldArgs`; see **Kinks** in the module docstring; `hold_live=False` gives the
+    (`theory.numerics.HoldArgs`; see **Kinks** in the module docstring; `hold_live=False` gives the
     solver the plain field instead), and `stepsize_controller` (default a PI controller at
     `rtol`/`atol` with pcoeff = 0.4, icoeff = 0.3: after the jumps the fitted neurons make the
     step size stability-limited, where these damp the accept/reject oscillation). Pure and

@@ -25,7 +25,7 @@ with a tolerance relative to its own size whatever alpha is.
 comparison) makes the field jump where a pre-activation crosses zero, and an adaptive solver
 that meets the jump inside a step shrinks it to ~tol / |jump|. With `hold_kinks=True` (the
 default) the loss is traced once and every kink site is evaluated on the pattern held at the
-step's start (`theory.HoldArgs` around the solver, `integrators._kinks`), so the field is
+step's start (`theory.numerics.HoldArgs` around the solver, `integrators._kinks`), so the field is
 smooth inside each step; the error of integrating a crossing as if it were smooth (the
 kinked function's area past the switch, sum_k (other_k - held_k) delta_k / 2 with delta_k the
 time spent past it) is added to the error estimate by one Jacobian-vector product, and a step
@@ -49,7 +49,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Float
 
-from theory import RESULTS, HoldArgs, Solution, diffrax_stats, name_nonfinite
+from theory import RESULTS, Solution, diffrax_stats, name_nonfinite
 from theory.checks import (
     check_flag,
     check_positive,
@@ -59,8 +59,8 @@ from theory.checks import (
     check_time_scale,
     check_value,
 )
+from theory.numerics import HoldArgs, default_controller
 
-from ._flow import default_controller
 from ._kinks import KinkedFunction
 from ._sliding import Held, KinkFlow
 from ._units import LogScale, unit_labels, zero_units

@@ -1,10 +1,10 @@
 """Held kinks for any loss: the piecewise-linear sites of a jaxpr, evaluated on a held pattern.
 
-A ReLU network's gradient field jumps wherever a pre-activation crosses a kink. To hold each
-step's activation pattern fixed (as `theory.HoldArgs` does for the two-layer flows), for *any*
-model, the loss is traced once to a jaxpr and re-evaluated by a small interpreter that treats
-every kink site by its held side. The sites are the primitives where a smooth function of the
-parameters switches branch:
+A ReLU network's gradient field jumps wherever a pre-activation crosses a kink. To hold each step's
+activation pattern fixed (as `theory.numerics.HoldArgs` does for the two-layer flows), for *any*
+model, the loss is traced once to a jaxpr and re-evaluated by a small interpreter that treats every
+kink site by its held side. The sites are the primitives where a smooth function of the parameters
+switches branch:
 
 - `max(x, y)` and `min(x, y)` (`jax.nn.relu`, `jnp.maximum(x, 0)`, `jnp.clip`, relu6): held
   out = where(p, x, y), with p = (x > y) (resp. x < y) at the step's start;

@@ -1,7 +1,7 @@
 """Held kinks and Filippov sliding for `gradient_flow`: the discrete state of the flow of any
 model through its piecewise-linear sites (`integrators._kinks`).
 
-At each step's start (`theory.HoldArgs` with memory) the flow records every site's pattern
+At each step's start (`theory.numerics.HoldArgs` with memory) the flow records every site's pattern
 p and switching variable z, and keeps:
 
 - a *chatter count* per site entry: +1 at each accepted step that flipped its side, -1/2
@@ -198,7 +198,7 @@ class KinkFlow(eqx.Module):
         return held.overflow
 
     def kink_error(self, t0, t1, y0, y1, held, interpolation):
-        """`theory.HoldArgs`'s `kink_error` for the sites (sliding entries excluded).
+        """`theory.numerics.HoldArgs`'s `kink_error` for the sites (sliding entries excluded).
 
         With u = the amount by which a site entry's switching variable is on the side it is
         *not* held on (u = -z for an entry held on z > 0, z otherwise), linear in time over

@@ -81,7 +81,7 @@ import optimistix as optx
 from jaxtyping import Array, Float, Int
 
 from dynamics import TwoLayerReLU
-from theory import RESULTS, Solution, _rescaled as rescaled, name_nonfinite
+from theory import RESULTS, Solution, name_nonfinite, rescaled
 from theory.checks import (
     check_finite,
     check_flag,
@@ -96,8 +96,7 @@ from theory.checks import (
     check_value,
     inexact,
 )
-
-from ._flow import default_controller
+from theory.numerics import default_controller
 
 INACTIVE, ACTIVE, SLIDING = 0, 1, 2
 _KINK_TOL = 1e-9  # pre-activations (in units of the neuron's size) treated as on the kink

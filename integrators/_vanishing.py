@@ -39,7 +39,7 @@ O(m n^2 + n^3) instead of the O((m n)^3) of a dense LU of the 1485 x 1485 Jacobi
 **Kinks.** A live component that reaches psi_ji = 0 freezes: the field jumps there, and an
 adaptive solver that meets the jump inside a step shrinks the step to ~tol / |jump| and climbs
 back, ten or more steps per crossing, for each of the m n components that cross. So the
-solver is wrapped in `theory.HoldArgs`, which holds each step's live set fixed (the
+solver is wrapped in `theory.numerics.HoldArgs`, which holds each step's live set fixed (the
 components with psi_ji > 0 at the step's start): inside a step the field is smooth, relu(psi)
 (all that the other components see of a component) is exact at every stage, and a component
 that crossed zero is frozen from the next step on. Its kink, integrated as if smooth, is
@@ -63,7 +63,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from dynamics import TwoLayerReLU
-from theory import RESULTS, HoldArgs, Solution, _rescaled as rescaled, diffrax_stats
+from theory import RESULTS, Solution, diffrax_stats, rescaled
 from theory.checks import (
     check_finite,
     check_flag,
@@ -74,9 +74,7 @@ from theory.checks import (
     check_time_scale,
     inexact,
 )
-
-from ._flow import default_controller
-from ._rosenbrock import Rodas5P
+from theory.numerics import HoldArgs, Rodas5P, default_controller
 
 
 class VanishingSolution(Solution):

@@ -267,6 +267,23 @@ CASES["split_neuron"] += [(lambda: D.split_neuron(NET2, 0, "0.5"), ValueError, "
 CASES["leaky_relu"] += [(lambda: D.leaky_relu(jnp.array([1j]), 0.1), ValueError, "`z`")]
 
 
+# trust round 2, clear messages: a bad key, None and an unknown dtype are named
+_PRNG = "must be a JAX PRNG key"
+CASES["balanced_init"] += [
+    (lambda: D.balanced_init(3, 2, 0.1, key=0), ValueError, _PRNG),
+    (lambda: D.balanced_init(3, 2, 0.1, key=None), ValueError, _PRNG),
+]
+CASES["mean_field_init"] += [
+    (lambda: D.mean_field_init(3, 2, key=jax.random.split(KEY)), ValueError, "shape \\(2, 2\\)"),
+]
+CASES["gaussian_mixture"] += [
+    (lambda: D.gaussian_mixture(4, 3, key=jnp.zeros(2), signal=1.0), ValueError, _PRNG),
+]
+CASES["standard_target"] += [
+    (lambda: D.standard_target(2, 4, dtype="abc"), ValueError, "`dtype` must be a floating"),
+]
+
+
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES | MODULES))
 
 
@@ -288,19 +305,3 @@ def test_degenerate_but_valid_inputs_work():
     assert D.balanced_init(np.array(3), np.int64(2), 0.5, key=KEY).W.shape == (3, 2)
     # integer parameters are converted, not kept as integers
     assert D.TwoLayerReLU(jnp.array([1, -1]), jnp.eye(2, dtype=int)).a.dtype.kind == "f"
-
-# trust round 2, clear messages: a bad key, None and an unknown dtype are named
-_PRNG = "must be a JAX PRNG key"
-CASES["balanced_init"] += [
-    (lambda: D.balanced_init(3, 2, 0.1, key=0), ValueError, _PRNG),
-    (lambda: D.balanced_init(3, 2, 0.1, key=None), ValueError, _PRNG),
-]
-CASES["mean_field_init"] += [
-    (lambda: D.mean_field_init(3, 2, key=jax.random.split(KEY)), ValueError, "one key"),
-]
-CASES["gaussian_mixture"] += [
-    (lambda: D.gaussian_mixture(4, 3, key=jnp.zeros(2), signal=1.0), ValueError, _PRNG),
-]
-CASES["standard_target"] += [
-    (lambda: D.standard_target(2, 4, dtype="abc"), ValueError, "`dtype` must be a floating"),
-]

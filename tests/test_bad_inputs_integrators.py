@@ -271,18 +271,6 @@ CASES["gradient_flow"] += [
     (lambda: I.gradient_flow(NET, _sq, TS, hold_kinks="yes"), ValueError, "`hold_kinks`"),
     (lambda: I.gradient_flow(NET, _sq, TS.astype(jnp.complex64)), ValueError, "real"),
 ]
-CASES["dense_shifted_solve"] = [
-    (
-        lambda: I.dense_shifted_solve(lambda t, y, a: -y, 0.0, ONE, None, NAN),
-        ValueError,
-        "`shift`",
-    ),
-    (
-        lambda: I.dense_shifted_solve(lambda t, y, a: -y, 0.0, ONE, None, jnp.ones(2)),
-        ValueError,
-        "one finite",
-    ),
-]
 CASES["mean_field_flow"] += [
     (lambda: I.mean_field_flow(TARGET, MF, TS, rtol=-1.0), ValueError, "rtol"),
     (
@@ -316,14 +304,6 @@ CASES["margin_gradient_descent"] += [
         ValueError,
         "LeakyReLUNet",
     )
-]
-CASES["dense_shifted_solve"] += [
-    (lambda: I.dense_shifted_solve(lambda t, y, a: y, 0.0, ONE, None, 1.0), ValueError, "singular"),
-    (
-        lambda: I.dense_shifted_solve(lambda t, y, a: y * NAN, 0.0, ONE, None, 1.0),
-        ValueError,
-        "singular",
-    ),
 ]
 
 CASES["orthogonal_flow"] += [

@@ -6,10 +6,12 @@ import numpy as np
 from helpers import bad_input_test, public_functions, table_rows
 
 import theory as T
+import theory.numerics as TN
 
 Y, S, D = jnp.array([1.0, -2.0]), jnp.array([1.0, -1.0]), jnp.ones((2, 2))
 PRED = T.saddle_jumps(Y, S, D)
 X2, A2 = jnp.eye(2), jnp.array([1.0, -1.0])
+ONE1 = jnp.array([1.0])
 NAN = float("nan")
 
 CASES = {
@@ -91,16 +93,18 @@ CASES = {
         (lambda: T.signal_regime(5, 1.0, 10, noise_scale=0.0), ValueError, "noise_scale"),
     ],
     "nnqp": [
-        (lambda: T.nnqp(jnp.eye(3), jnp.ones(2), tol=1e-9, max_steps=5), ValueError, "`G`"),
-        (lambda: T.nnqp(jnp.eye(2), jnp.ones(2), tol=NAN, max_steps=5), ValueError, "`tol`"),
-        (lambda: T.nnqp(jnp.eye(2), jnp.ones(2), tol=1e-9, max_steps=0), ValueError, "steps"),
+        (lambda: TN.nnqp(jnp.eye(3), jnp.ones(2), tol=1e-9, max_steps=5), ValueError, "`G`"),
+        (lambda: TN.nnqp(jnp.eye(2), jnp.ones(2), tol=NAN, max_steps=5), ValueError, "`tol`"),
+        (lambda: TN.nnqp(jnp.eye(2), jnp.ones(2), tol=1e-9, max_steps=0), ValueError, "steps"),
         (
-            lambda: T.nnqp(jnp.diag(jnp.array([1.0, -1.0])), jnp.ones(2), tol=1e-9, max_steps=5),
+            lambda: TN.nnqp(jnp.diag(jnp.array([1.0, -1.0])), jnp.ones(2), tol=1e-9, max_steps=5),
             ValueError,
             "semidefinite",
         ),
         (
-            lambda: T.nnqp(jnp.array([[1.0, 1.0], [0.0, 1.0]]), jnp.ones(2), tol=1e-9, max_steps=5),
+            lambda: TN.nnqp(
+                jnp.array([[1.0, 1.0], [0.0, 1.0]]), jnp.ones(2), tol=1e-9, max_steps=5
+            ),
             ValueError,
             "symmetric",
         ),
@@ -311,7 +315,7 @@ CASES["saddle_jumps"] += [
 ]
 CASES["nnqp"] += [
     (
-        lambda: T.nnqp(jnp.zeros((0, 0)), jnp.zeros(0), tol=1e-9, max_steps=5),
+        lambda: TN.nnqp(jnp.zeros((0, 0)), jnp.zeros(0), tol=1e-9, max_steps=5),
         ValueError,
         "at least one",
     )
@@ -369,7 +373,7 @@ CASES["one_minus_cos"] += [
 
 CASES["nnqp"] += [
     (
-        lambda: T.nnqp(jnp.array([[1.0, 0.0], [0.0, NAN]]), A2, tol=1e-9, max_steps=5),
+        lambda: TN.nnqp(jnp.array([[1.0, 0.0], [0.0, NAN]]), A2, tol=1e-9, max_steps=5),
         ValueError,
         "`G`",
     )
@@ -398,7 +402,7 @@ CASES["crossing_times"] += [
     )
 ]
 CASES["nnqp"] += [
-    (lambda: T.nnqp(jnp.eye(2), A2, tol=1e-9, max_steps=5, throw=1), ValueError, "`throw`")
+    (lambda: TN.nnqp(jnp.eye(2), A2, tol=1e-9, max_steps=5, throw=1), ValueError, "`throw`")
 ]
 
 CASES["kkt_residual"] += [
@@ -409,16 +413,49 @@ CASES["result_names"] = [(lambda: T.result_names("successful"), ValueError, "`re
 CASES["name_nonfinite"] = [(lambda: T.name_nonfinite(0, jnp.ones(2)), ValueError, "`result`")]
 
 
-test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES))
-
-
-def test_every_public_function_has_a_bad_input_case():
-    public = public_functions(T) - {"diffrax_stats"}  # a diffrax adaptor
-    assert public <= set(CASES), sorted(public - set(CASES))
-
 # trust round 2, clear messages: None reaches no ufunc
 CASES["arccos_kernel"] += [(lambda: T.arccos_kernel(None), ValueError, "`rho` must be real")]
 CASES["coverage_width"] += [(lambda: T.coverage_width(32, None), ValueError, "`delta`")]
 CASES["max_margin"] += [
     (lambda: T.max_margin(jnp.eye(2), A2, A2, None), ValueError, "`gamma` must be real"),
 ]
+
+
+# the solver machinery (theory.numerics)
+CASES["dense_shifted_solve"] = [
+    (
+        lambda: TN.dense_shifted_solve(lambda t, y, a: -y, 0.0, ONE1, None, NAN),
+        ValueError,
+        "`shift`",
+    ),
+    (
+        lambda: TN.dense_shifted_solve(lambda t, y, a: -y, 0.0, ONE1, None, jnp.ones(2)),
+        ValueError,
+        "one finite",
+    ),
+]
+CASES["dense_shifted_solve"] += [
+    (
+        lambda: TN.dense_shifted_solve(lambda t, y, a: y, 0.0, ONE1, None, 1.0),
+        ValueError,
+        "singular",
+    ),
+    (
+        lambda: TN.dense_shifted_solve(lambda t, y, a: y * NAN, 0.0, ONE1, None, 1.0),
+        ValueError,
+        "singular",
+    ),
+]
+CASES["default_controller"] = [
+    (lambda: TN.default_controller(-1.0, 1e-9), ValueError, "`rtol`"),
+    (lambda: TN.default_controller(1e-6, NAN), ValueError, "`atol`"),
+]
+
+
+test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES))
+
+
+def test_every_public_function_has_a_bad_input_case():
+    public = public_functions(T) | public_functions(TN)
+    public -= {"diffrax_stats"}  # a diffrax adaptor
+    assert public <= set(CASES), sorted(public - set(CASES))

@@ -12,8 +12,8 @@ from dynamics import (
     signs_and_directions,
     square_loss,
 )
-from integrators import RESULTS, orthogonal_flow
-from theory import crossing_times, saddle_jumps
+from integrators import orthogonal_flow
+from theory import RESULTS, crossing_times, saddle_jumps
 
 _instance = orthogonal_instance
 

@@ -7,7 +7,8 @@ from helpers import relu_mlp_problem
 from jax.flatten_util import ravel_pytree
 
 from benchmarks.any_model import Diagonal, diagonal_loss, diagonal_reference
-from integrators import RESULTS, gradient_flow
+from integrators import gradient_flow
+from theory import RESULTS
 
 
 def _mlp_problem():

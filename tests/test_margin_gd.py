@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from dynamics import LeakyReLUNet, gaussian_mixture, margin_loss, small_leaky_init
-from integrators import RESULTS, margin_gradient_descent
-from theory import all_activated, max_margin, one_minus_cos
+from integrators import margin_gradient_descent
+from theory import RESULTS, all_activated, max_margin, one_minus_cos
 
 
 def test_one_step_is_plain_gradient_descent_on_W():

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from dynamics import MeanFieldNet, mean_field_init, population_loss, standard_target
-from integrators import RESULTS, check_memory, mean_field_flow
+from integrators import check_memory, mean_field_flow
+from theory import RESULTS
 
 
 @pytest.mark.slow

@@ -3,7 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.optimize
 
-from theory import nnqp
+from theory.numerics import nnqp
 
 
 def test_nnqp_against_scipy_and_its_kkt_conditions():

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from theory import _rescaled as rescaled
+from theory import rescaled
 
 
 def _plain_velocity(a, Z, y, G, tau):

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import integrators as I
-from integrators import HoldArgs, Rodas4, Rodas5P, dense_shifted_solve
 from integrators._vanishing import _shifted_solve, _step_args, _vector_field
+from theory.numerics import HoldArgs, Rodas4, Rodas5P, dense_shifted_solve
 
 
 def _pendulum(t, y, args):

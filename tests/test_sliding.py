@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from helpers import relu_mlp_problem
 
-from integrators import RESULTS, gradient_flow
+from integrators import gradient_flow
+from theory import RESULTS
 
 
 def _zero_linear(out):

@@ -13,7 +13,8 @@ import pytest
 
 import dynamics as D
 import theory as T
-from integrators import RESULTS, HoldArgs, Rodas4, Rodas5P
+from theory import RESULTS
+from theory.numerics import HoldArgs, Rodas4, Rodas5P
 
 
 def _solve(solver, field, t1, dt0, controller):

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from dynamics import TwoLayerReLU, balanced_init, square_loss
-from integrators import RESULTS, gradient_flow, neuron_units, orthogonal_flow, two_layer_flow
+from integrators import gradient_flow, neuron_units, orthogonal_flow, two_layer_flow
+from theory import RESULTS
 
 
 def _orthonormal_instance(n=6, m=8, alpha=1e-30, seed=0):

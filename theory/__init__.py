@@ -1,11 +1,20 @@
-"""What the papers predict, in closed form. Depends on nothing but jax/numpy/diffrax/equinox.
+"""What the papers predict, and the numerics the predictions need. Depends on nothing but
+jax/numpy/diffrax/equinox.
 
-`theory` is the floor of the engine: it imports no other package of ours. Its public module
-`theory.checks` holds the argument checks that every package shares, and `RESULTS` /
-`Solution` the solution convention of everything that integrates or iterates.
+`theory` is the floor of the engine: it imports no other package of ours. Besides the
+predictions it holds the base that every package shares, each object under one name:
+
+- `RESULTS` and `AbstractSolution`: the solution convention of everything that integrates or
+  iterates (`Readable`, `result_names`, `name_nonfinite`, `diffrax_stats` go with it);
+- `theory.checks`: the argument checks;
+- `theory.numerics`: the solver machinery (`HoldArgs`, `Rodas4`, `Rodas5P`,
+  `default_controller`, `nnqp`), here because the finite-alpha predictor integrates its fast
+  phases with `HoldArgs` and `max_margin` solves its dual with `nnqp`;
+- `theory.rescaled`: the rescaled two-layer field, written once for the predictor and for
+  every two-layer flow in `integrators`.
 """
 
-from . import checks as checks
+from . import checks as checks, numerics as numerics, rescaled as rescaled
 from ._hermite import (
     HermiteEnergies as HermiteEnergies,
     activation_function as activation_function,
@@ -13,7 +22,6 @@ from ._hermite import (
     hermite_energies as hermite_energies,
     second_moment as second_moment,
 )
-from ._hold import HoldArgs as HoldArgs
 from ._kernels import (
     arccos_kernel as arccos_kernel,
     dual_kernel as dual_kernel,
@@ -31,7 +39,6 @@ from ._margin import (
     one_minus_cos as one_minus_cos,
     signal_regime as signal_regime,
 )
-from ._nnqp import NNQPSolution as NNQPSolution, nnqp as nnqp
 from ._plateaus import loss_plateaus as loss_plateaus
 from ._regimes import (
     MarginConditions as MarginConditions,

@@ -44,7 +44,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from . import _rescaled as rescaled
+from . import rescaled
 from ._hold import HoldArgs
 from ._solution import RESULTS
 

@@ -39,7 +39,8 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
 
-from theory.checks import is_concrete
+from ._hold import _finite
+from .checks import is_concrete
 
 
 class _Tableau(NamedTuple):
@@ -208,13 +209,6 @@ def dense_shifted_solve(vector_field, t, y, args, shift):
         return unravel(jax.scipy.linalg.lu_solve(lu, jax.flatten_util.ravel_pytree(b)[0]))
 
     return solve
-
-
-def _finite(tree):
-    out = jnp.asarray(True)
-    for x in jtu.tree_leaves(tree):
-        out = out & jnp.all(jnp.isfinite(x))
-    return out
 
 
 class RodasInterpolation(diffrax.AbstractLocalInterpolation):

@@ -32,7 +32,7 @@ thousands; e^(2 lam) then overflows to inf and inf * 0 in the direction field (0
 is a unit vector on one sample) gives NaN error estimates that the controller rejects for
 ever. `size2` caps 2 lam at `MAX_LOG_SIZE2` = 600: every trial stage stays finite (a product
 of two capped factors, e^1200, would not, and none is formed), so such a step is rejected
-with a huge finite error and shrunk (and `theory.HoldArgs` rejects any step whose stages
+with a huge finite error and shrunk (and `theory.numerics.HoldArgs` rejects any step whose stages
 still overflowed). Accepted states never come near the cap (there h = O(|y|), so
 e^(2 lam) = O(|y| / |p relu(psi)|)). The fast phases (`theory._fast_phase`) cap lower,
 at e^40 above the largest label, for the reason given there: their state is lam itself in

@@ -1,0 +1,25 @@
+"""The numerics that the predictions and the flows share: one import path for each.
+
+- `HoldArgs`: any adaptive diffrax solver with a discrete state of the field (a ReLU live
+  set) held fixed per step, its kinks charged to the error estimate.
+- `Rodas4`, `Rodas5P`: L-stable Rosenbrock solvers for diffrax with a pluggable linear solve
+  (`dense_shifted_solve` is the dense default).
+- `default_controller`: the flows' PI step-size controller.
+- `nnqp`: the active-set solver of nonnegative quadratic programs (`max_margin`'s dual).
+
+They live in `theory` because its finite-alpha predictor integrates the fast phases with
+`HoldArgs` and `max_margin` solves its dual with `nnqp`; `integrators` builds on them.
+
+>>> import theory.numerics as tn
+>>> sorted(n for n in dir(tn) if not n.startswith("_"))[:4]
+['HoldArgs', 'NNQPSolution', 'Rodas4', 'Rodas5P']
+"""
+
+from ._controller import default_controller as default_controller
+from ._hold import HoldArgs as HoldArgs
+from ._nnqp import NNQPSolution as NNQPSolution, nnqp as nnqp
+from ._rosenbrock import (
+    Rodas4 as Rodas4,
+    Rodas5P as Rodas5P,
+    dense_shifted_solve as dense_shifted_solve,
+)
