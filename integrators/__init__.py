@@ -6,18 +6,18 @@ property and a `stats` dict, and takes `throw=False`. The solver machinery they 
 """
 
 from ._critical import (
-    CriticalPoint as CriticalPoint,
-    HessianSpectrum as HessianSpectrum,
+    CriticalPointSolution as CriticalPointSolution,
+    HessianSpectrumSolution as HessianSpectrumSolution,
     critical_point as critical_point,
     escape_saddle as escape_saddle,
     hessian_spectrum as hessian_spectrum,
 )
 from ._flow import (
-    FlowSolution as FlowSolution,
+    OrthogonalFlowSolution as OrthogonalFlowSolution,
     orthogonal_flow as orthogonal_flow,
 )
 from ._gd import (
-    GDSolution as GDSolution,
+    GradientDescentSolution as GradientDescentSolution,
     checkpoint_steps as checkpoint_steps,
     gradient_descent as gradient_descent,
     stable_gradient_descent as stable_gradient_descent,
@@ -27,17 +27,17 @@ from ._generic import (
     gradient_flow as gradient_flow,
 )
 from ._margin_gd import (
-    MarginGDSolution as MarginGDSolution,
+    MarginGradientDescentSolution as MarginGradientDescentSolution,
     margin_gradient_descent as margin_gradient_descent,
 )
 from ._mean_field import (
-    MeanFieldSolution as MeanFieldSolution,
+    MeanFieldFlowSolution as MeanFieldFlowSolution,
     check_memory as check_memory,
     mean_field_flow as mean_field_flow,
 )
 from ._sweep import (
     SweepConfigError as SweepConfigError,
-    SweepResult as SweepResult,
+    SweepSolution as SweepSolution,
     load_sweep as load_sweep,
     pick_batch_size as pick_batch_size,
     sweep as sweep,
@@ -48,6 +48,6 @@ from ._two_layer import (
 )
 from ._units import neuron_units as neuron_units
 from ._vanishing import (
-    VanishingSolution as VanishingSolution,
+    VanishingFlowSolution as VanishingFlowSolution,
     vanishing_flow as vanishing_flow,
 )

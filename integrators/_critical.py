@@ -20,7 +20,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Bool, Float, Int
 
-from theory import RESULTS, Solution
+from theory import RESULTS, AbstractSolution
 from theory.checks import check_key, check_positive, check_positive_int
 
 from ._krylov import minres, steihaug_cg, thick_restart_lanczos
@@ -70,7 +70,7 @@ def _defaults(dtype):
     return (1e-10, 1e-6) if double else (1e-5, 1e-3)  # (tol, eig_tol)
 
 
-class HessianSpectrum(Solution):
+class HessianSpectrumSolution(AbstractSolution):
     """Result of `hessian_spectrum`.
 
     - `eigenvalues` (num,): ascending; all P of them (`k=None`), or the k smallest then the
@@ -89,6 +89,8 @@ class HessianSpectrum(Solution):
       `max_restarts`) or `nonfinite_point`; `stats`: `num_hvps`, `num_restarts`.
     """
 
+    result: RESULTS
+    stats: dict
     eigenvalues: Float[Array, " num"]
     vectors: Float[Array, "num P"] | None
     residuals: Float[Array, " num"] | None
@@ -153,7 +155,7 @@ def _dense_spectrum(model, loss, args, k, eig_tol):
     morse, exact = _morse(values, scale, eig_tol, k, dim)
     result = RESULTS.where(jnp.asarray(finite), RESULTS.successful, RESULTS.nonfinite_point)
     stats = {"num_hvps": jnp.asarray(dim), "num_restarts": jnp.asarray(0)}
-    return HessianSpectrum(
+    return HessianSpectrumSolution(
         eigenvalues=values, vectors=vectors, residuals=residuals, scale=scale,
         morse_index=morse, morse_exact=jnp.asarray(exact), result=result, stats=stats,
     )  # fmt: skip
@@ -177,7 +179,7 @@ def _lanczos_at(f, x, k, steps, block, tol, max_restarts, eig_tol, key):
         RESULTS.nonfinite_point,
         RESULTS.where(out.converged, RESULTS.successful, RESULTS.unconverged_eigenvalues),
     )
-    return HessianSpectrum(
+    return HessianSpectrumSolution(
         eigenvalues=jnp.where(finite, out.values, jnp.nan),
         vectors=out.vectors,
         residuals=out.residuals,
@@ -231,7 +233,7 @@ def hessian_spectrum(
     eig_tol: float | None = None,
     key=None,
     throw: bool = False,
-) -> HessianSpectrum:
+) -> HessianSpectrumSolution:
     """Eigenvalues of the loss Hessian H = d^2 L / d theta^2 over the model's inexact arrays.
 
     - `k=None`: all P of them, ascending, from the dense Hessian (`jax.hessian`, P x P memory,
@@ -257,9 +259,9 @@ def hessian_spectrum(
     each of them lies, within its residual, on one side of the threshold and one of them
     above it; otherwise it is a lower bound.
 
-    **Returns:** a `HessianSpectrum`; `result` is `unconverged_eigenvalues` where Lanczos ran
-    out of restarts and `nonfinite_point` where the loss or its derivatives are not finite
-    there (eigenvalues NaN). `throw=True` raises instead.
+    **Returns:** a `HessianSpectrumSolution`; `result` is `unconverged_eigenvalues` where Lanczos
+    ran out of restarts and `nonfinite_point` where the loss or its derivatives are not finite there
+    (eigenvalues NaN). `throw=True` raises instead.
 
     >>> model = eqx.nn.Linear(2, 1, use_bias=False, key=jax.random.PRNGKey(0))
     >>> loss = lambda m, x: 0.5 * jnp.sum(m(x) ** 2)  # H = x x^T
@@ -286,12 +288,12 @@ def hessian_spectrum(
     return sol.raise_if_failed(throw)
 
 
-class CriticalPoint(Solution):
+class CriticalPointSolution(AbstractSolution):
     """Result of `critical_point`.
 
     - `model`: the polished model; `loss`: L there; `grad_norm`, `grad_max`: ||grad L||_2 and
       ||grad L||_inf there.
-    - `spectrum`: the `HessianSpectrum` there (all eigenvalues for P <= 1024, else the
+    - `spectrum`: the `HessianSpectrumSolution` there (all eigenvalues for P <= 1024, else the
       `num_eigenpairs` smallest and largest with their vectors and residuals);
       `eigenvalues` is `spectrum.eigenvalues` and `morse_index` its Morse index (0: a
       minimum, >= 1: a saddle; `spectrum.morse_exact` says whether it is exact or a lower
@@ -312,11 +314,13 @@ class CriticalPoint(Solution):
     (True, 1.0, 1)
     """
 
+    result: RESULTS
+    stats: dict
     model: eqx.Module
     loss: Float[Array, ""]
     grad_norm: Float[Array, ""]
     grad_max: Float[Array, ""]
-    spectrum: HessianSpectrum
+    spectrum: HessianSpectrumSolution
 
     @property
     def eigenvalues(self):
@@ -412,7 +416,7 @@ def _critical_core(model, loss, args, kind, tol, max_steps, max_iter, eig_tol, s
             RESULTS.where(stalled, RESULTS.stalled, RESULTS.max_steps_reached),
         ),
     )
-    return CriticalPoint(
+    return CriticalPointSolution(
         model=rebuild(x),
         loss=fx,
         grad_norm=gnorm,
@@ -435,7 +439,7 @@ def critical_point(
     eig_tol: float | None = None,
     num_eigenpairs: int = 8,
     throw: bool = False,
-) -> CriticalPoint:
+) -> CriticalPointSolution:
     """Polish `model` to a critical point of L(theta) = loss(model, args), matrix-free, and
     classify it by its Morse index.
 
@@ -464,7 +468,7 @@ def critical_point(
     threshold); `eig_tol`: the Morse threshold relative to ||H|| (default 1e-6 in float64,
     1e-3 in float32). `throw=True` raises on failure.
 
-    **Returns:** a `CriticalPoint`.
+    **Returns:** a `CriticalPointSolution`.
     """
     dim, dtype = _check_model_and_loss(model, loss, args)
     kind = str(kind) if isinstance(kind, np.str_) else kind
@@ -488,7 +492,12 @@ def critical_point(
 
 
 def escape_saddle(
-    model, loss, args=None, *, distance: float = 1e-3, spectrum: HessianSpectrum | None = None
+    model,
+    loss,
+    args=None,
+    *,
+    distance: float = 1e-3,
+    spectrum: HessianSpectrumSolution | None = None,
 ):
     """Leave a saddle along its most negative curvature: theta + s d v, with v the unit
     eigenvector of the smallest Hessian eigenvalue lambda_min < 0 and d = `distance` x
@@ -496,7 +505,7 @@ def escape_saddle(
     s = +-1 giving the lower loss (at a saddle the loss drops by ~ |lambda_min| d^2 / 2 both
     ways; the cubic term picks a side). Continue with a flow from the returned model.
 
-    `spectrum`: a `HessianSpectrum` with vectors at `model` (e.g. `critical_point(...)
+    `spectrum`: a `HessianSpectrumSolution` with vectors at `model` (e.g. `critical_point(...)
     .spectrum` for P > 1024, or `hessian_spectrum(model, loss, args, k=1)`); computed when
     None. Raises ValueError where the smallest eigenvalue is not below -eig_tol x ||H|| (no
     escape direction: not a saddle) or the spectrum has no vectors or did not converge.

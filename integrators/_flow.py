@@ -52,7 +52,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from dynamics import TwoLayerReLU
-from theory import RESULTS, Solution, diffrax_stats, rescaled
+from theory import RESULTS, AbstractSolution, diffrax_stats, rescaled
 from theory.checks import (
     check_finite,
     check_flag,
@@ -140,7 +140,7 @@ def _vector_field(t, state: ScaledState, frame: _Frame):
     return ScaledState(dkappa, jnp.concatenate([dpsi_a[:, None], dpsi_v], axis=1))
 
 
-class FlowSolution(Solution):
+class OrthogonalFlowSolution(AbstractSolution):
     """Result of `orthogonal_flow`.
 
     - `ts` (T,): save times (rescaled clock); `loss` (T,): L at those times.
@@ -160,6 +160,8 @@ class FlowSolution(Solution):
     ((2,), (1, 2), ['num_accepted_steps', 'num_rejected_steps', 'num_steps'])
     """
 
+    result: RESULTS
+    stats: dict
     ts: Float[Array, " T"]
     loss: Float[Array, " T"]
     log_scale: Float[Array, "T m"]
@@ -183,7 +185,7 @@ def orthogonal_flow(
     hold_live: bool = True,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     throw: bool = False,
-) -> FlowSolution:
+) -> OrthogonalFlowSolution:
     """Integrate d theta/dt = -tau grad L(theta), L = 1/(2n) sum_i (h(x_i) - y_i)^2, from t = 0.
 
     h(x) = sum_j a_j relu(w_j . x) with relu'(0) = 0, on inputs `X` with orthonormal rows
@@ -258,7 +260,7 @@ def _solve(X, y, model, ts, tau, solver, stepsize_controller, max_steps, save_pa
         throw=False,
     )
     (loss, log_scale, trajectory), final = sol.ys
-    out = FlowSolution(
+    out = OrthogonalFlowSolution(
         ts=ts,
         loss=loss,
         log_scale=log_scale,

@@ -8,7 +8,7 @@ import optax
 from jaxtyping import Array, Float, Int
 
 from dynamics import TwoLayerReLU, square_loss, tangent_kernel_max
-from theory import RESULTS, Solution
+from theory import RESULTS, AbstractSolution
 from theory.checks import (
     check_finite,
     check_flag,
@@ -25,7 +25,7 @@ from theory.checks import (
 )
 
 
-class GDSolution(Solution):
+class GradientDescentSolution(AbstractSolution):
     """Result of `gradient_descent` and `stable_gradient_descent`.
 
     - `steps` (C,): the log-spaced checkpoint step counts (static, the same for every seed).
@@ -42,6 +42,8 @@ class GDSolution(Solution):
     (Array(True, dtype=bool), 10)
     """
 
+    result: RESULTS
+    stats: dict
     steps: Int[Array, " C"]
     loss: Float[Array, " C"]
     model: TwoLayerReLU
@@ -94,7 +96,7 @@ def gradient_descent(
     max_loss=jnp.inf,
     orthonormal: bool | None = None,
     throw: bool = False,
-) -> GDSolution:
+) -> GradientDescentSolution:
     """theta_{k+1} = theta_k - eta grad L(theta_k) (`optax.sgd`) until L <= `tol` or `max_steps`.
 
     A run whose loss becomes non-finite or exceeds `max_loss` (an unstable step) stops there
@@ -187,7 +189,7 @@ def gradient_descent(
         RESULTS.successful,
         RESULTS.where(loss <= max_loss, RESULTS.max_steps_reached, RESULTS.diverged),
     )
-    out = GDSolution(
+    out = GradientDescentSolution(
         steps=jnp.asarray(targets),
         loss=losses,
         model=TwoLayerReLU(a, model.W + (V - V0) @ X if orthonormal else V),
@@ -211,7 +213,7 @@ def stable_gradient_descent(
     num_checkpoints: int = 100,
     orthonormal: bool | None = None,
     throw: bool = False,
-) -> GDSolution:
+) -> GradientDescentSolution:
     """`gradient_descent` at the largest stable step found by halving:
     eta = 2^-k / lambda_max(K(theta_0)) for the smallest k in 0..`halvings` whose run neither
     blows up (L > 10 L_0 or non-finite, where it stops at once) nor ends above L_0.

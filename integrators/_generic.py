@@ -49,7 +49,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Float
 
-from theory import RESULTS, Solution, diffrax_stats, name_nonfinite
+from theory import RESULTS, AbstractSolution, diffrax_stats, name_nonfinite
 from theory.checks import (
     check_flag,
     check_positive,
@@ -66,7 +66,7 @@ from ._sliding import Held, KinkFlow
 from ._units import LogScale, unit_labels, zero_units
 
 
-class GradientFlowSolution(Solution):
+class GradientFlowSolution(AbstractSolution):
     """Result of `gradient_flow`.
 
     - `ts` (T,): save times; `loss` (T,) and `grad_norm` (T,): loss(model, args) and
@@ -87,6 +87,8 @@ class GradientFlowSolution(Solution):
     (True, (3,), True)
     """
 
+    result: RESULTS
+    stats: dict
     ts: Float[Array, " T"]
     loss: Float[Array, " T"]
     grad_norm: Float[Array, " T"]

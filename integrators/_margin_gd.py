@@ -15,7 +15,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from dynamics import LeakyReLUNet, check_margin_loss, leaky_relu
 from dynamics._leaky import _log_margin_loss as log_margin_loss, _margin_loss as margin_loss
-from theory import RESULTS, Solution
+from theory import RESULTS, AbstractSolution
 from theory.checks import (
     check_finite,
     check_flag,
@@ -30,7 +30,7 @@ from theory.checks import (
 from ._gd import checkpoint_steps
 
 
-class MarginGDSolution(Solution):
+class MarginGradientDescentSolution(AbstractSolution):
     """Result of `margin_gradient_descent`.
 
     - `steps` (C,): log-spaced checkpoint step counts (static; the first is step 1).
@@ -50,6 +50,8 @@ class MarginGDSolution(Solution):
     ([1, 10, 100], (3, 2, 2))
     """
 
+    result: RESULTS
+    stats: dict
     steps: Int[Array, " C"]
     loss: Float[Array, " C"]
     log_loss: Float[Array, " C"]
@@ -72,7 +74,7 @@ def margin_gradient_descent(
     loss: str = "exponential",
     normalized: bool = False,
     throw: bool = False,
-) -> MarginGDSolution:
+) -> MarginGradientDescentSolution:
     """W_{t+1} = W_t - eta grad L(W_t), or - eta grad log L(W_t) when `normalized`.
 
     L(W) = (1/n) sum_i l(y_i f(x_i; W)) with l(u) = exp(-u) (default) or log(1 + exp(-u)),
@@ -144,7 +146,7 @@ def margin_gradient_descent(
         run_to, (C0, optimizer.init(C0)), (starts, jnp.asarray(targets))
     )
     finite = jnp.all(jnp.isfinite(C)) & jnp.all(~jnp.isnan(log_loss))
-    out = MarginGDSolution(
+    out = MarginGradientDescentSolution(
         steps=jnp.asarray(targets),
         loss=jnp.exp(log_loss),
         log_loss=log_loss,

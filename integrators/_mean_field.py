@@ -20,7 +20,7 @@ from jaxtyping import Array, Float
 
 from dynamics import MeanFieldNet, MultiIndexTarget, observables
 from dynamics._multi_index import _population_loss, _sample_loss, _sample_loss_gradient
-from theory import RESULTS, Solution, diffrax_stats
+from theory import RESULTS, AbstractSolution, diffrax_stats
 from theory.checks import (
     check_activation,
     check_finite,
@@ -35,7 +35,7 @@ from theory.checks import (
 )
 
 
-class MeanFieldSolution(Solution):
+class MeanFieldFlowSolution(AbstractSolution):
     """Result of `mean_field_flow`: the observables at the save times `ts` (T,).
 
     `loss` (population loss, also in finite-sample mode), `train_loss` (the sample loss in
@@ -50,6 +50,8 @@ class MeanFieldSolution(Solution):
     ((2, 1), (4, 3))
     """  # noqa: E501
 
+    result: RESULTS
+    stats: dict
     ts: Float[Array, " T"]
     loss: Float[Array, " T"]
     train_loss: Float[Array, " T"]
@@ -103,7 +105,7 @@ def mean_field_flow(
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     progress_meter: diffrax.AbstractProgressMeter | None = None,
     throw: bool = False,
-) -> MeanFieldSolution:
+) -> MeanFieldFlowSolution:
     """Integrate dw_i/dt = -lambda_t w_i - m grad_{w_i} L from `model` and save the observables.
 
     `weight_decay` lambda >= 0 (`ValueError` otherwise; an array, so sweeps do not recompile)
@@ -201,7 +203,7 @@ def mean_field_flow(
         progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
     )
     (pop, train, obs), final = sol.ys
-    out = MeanFieldSolution(
+    out = MeanFieldFlowSolution(
         ts=ts,
         loss=pop,
         train_loss=train,

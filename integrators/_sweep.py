@@ -60,7 +60,7 @@ from theory.checks import check_positive_int
 
 from ._fingerprint import code_digest, digest
 
-__all__ = ["SweepConfigError", "SweepResult", "load_sweep", "sweep", "pick_batch_size"]
+__all__ = ["SweepConfigError", "SweepSolution", "load_sweep", "sweep", "pick_batch_size"]
 
 
 class SweepConfigError(ValueError):
@@ -78,8 +78,8 @@ class SweepConfigError(ValueError):
     """
 
 
-class SweepResult(NamedTuple):
-    """What `sweep` returns.
+class SweepSolution(NamedTuple):
+    """What `sweep` and `load_sweep` return (a host-side record of many solves).
 
     - `points`: the grid points (dicts of parameters), in order.
     - `outputs`: per point, `{name: array}` with a leading seed axis of length `seeds`.
@@ -107,6 +107,12 @@ class SweepResult(NamedTuple):
     wall_seconds: float
     point_seconds: list[float]
     missing: list[list[list[int]]] = []
+
+    @property
+    def ok(self) -> bool:
+        """True when every chunk of every point ran and none is missing (a host-side record,
+        so a plain bool rather than a `RESULTS` item)."""
+        return not any(self.failed) and not any(self.missing)
 
 
 def _l2_bytes() -> int:
@@ -356,7 +362,7 @@ def sweep(
     chunk_size: int | None = None,
     batch_size: int | None = None,
     progress: bool = True,
-) -> SweepResult:
+) -> SweepSolution:
     """Run `run(make(key_i, **p), **p)` for seeds i < `seeds` at every grid point p.
 
     **Arguments:**
@@ -504,7 +510,7 @@ def sweep(
     ran = [lay[0].batch_size for lay in layouts if lay[0].run is not None]
     if out is not None and writer and ran and manifest.get("batch_size") != ran[0]:
         _write_json(out / "sweep.json", {**manifest, "batch_size": ran[0]})
-    return SweepResult(
+    return SweepSolution(
         points=points,
         outputs=outputs,
         failed=failed,
@@ -533,7 +539,7 @@ def _agree_on_loading(data, path):
     return data if load else None
 
 
-def load_sweep(out: str | Path) -> SweepResult:
+def load_sweep(out: str | Path) -> SweepSolution:
     """Read a finished (or partial) sweep back from its folder, without `run` or `make`.
 
     Every chunk is checked against the manifest's fingerprint, grid point and seed range, as
@@ -578,7 +584,7 @@ def load_sweep(out: str | Path) -> SweepResult:
         ]
         for i in range(len(points))
     ]
-    return SweepResult(
+    return SweepSolution(
         points=points,
         outputs=outputs,
         failed=failed,

@@ -81,7 +81,7 @@ import optimistix as optx
 from jaxtyping import Array, Float, Int
 
 from dynamics import TwoLayerReLU
-from theory import RESULTS, Solution, name_nonfinite, rescaled
+from theory import RESULTS, AbstractSolution, name_nonfinite, rescaled
 from theory.checks import (
     check_finite,
     check_flag,
@@ -192,7 +192,7 @@ class _TimeIllinois(optx.AbstractRootFinder):
         return state.upper, aux, {}
 
 
-class TwoLayerFlowSolution(Solution):
+class TwoLayerFlowSolution(AbstractSolution):
     """Result of `two_layer_flow`.
 
     - `ts` (T,): save times; `loss` (T,): L there; `log_scale` (T, m): kappa_j, the log size
@@ -214,6 +214,8 @@ class TwoLayerFlowSolution(Solution):
     (True, True, [[1, 1]])
     """
 
+    result: RESULTS
+    stats: dict
     ts: Float[Array, " T"]
     loss: Float[Array, " T"]
     log_scale: Float[Array, "T m"]

@@ -63,7 +63,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from dynamics import TwoLayerReLU
-from theory import RESULTS, Solution, diffrax_stats, rescaled
+from theory import RESULTS, AbstractSolution, diffrax_stats, rescaled
 from theory.checks import (
     check_finite,
     check_flag,
@@ -77,7 +77,7 @@ from theory.checks import (
 from theory.numerics import HoldArgs, Rodas5P, default_controller
 
 
-class VanishingSolution(Solution):
+class VanishingFlowSolution(AbstractSolution):
     """Result of `vanishing_flow`; every field is finite for any log(1/alpha).
 
     - `ts` (T,): save times (rescaled clock); `loss` (T,): L at those times.
@@ -98,6 +98,8 @@ class VanishingSolution(Solution):
     ((2, 2), 2.0)
     """
 
+    result: RESULTS
+    stats: dict
     ts: Float[Array, " T"]
     loss: Float[Array, " T"]
     exponents: Float[Array, "T m"]
@@ -257,7 +259,7 @@ def vanishing_flow(
     hold_live: bool = True,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     throw: bool = False,
-) -> VanishingSolution:
+) -> VanishingFlowSolution:
     """Rescaled gradient flow d theta/dt = -log(1/alpha) grad L from a balanced init at any alpha.
 
     The network h(x) = sum_j a_j relu(w_j . x), L = 1/(2n) sum_i (h(x_i) - y_i)^2 on orthonormal
@@ -285,7 +287,7 @@ def vanishing_flow(
       a solver passed in the PI controller of `orthogonal_flow` (pcoeff 0.4, icoeff 0.3).
       `throw=True` raises where the solve fails.
 
-    **Returns:** a `VanishingSolution`. Pure and `jax.vmap`-able over every array argument.
+    **Returns:** a `VanishingFlowSolution`. Pure and `jax.vmap`-able over every array argument.
 
     One neuron on one sample reaches Algorithm 1's cost ||y_S|| = 1 at alpha = 10^-1000:
 
@@ -354,7 +356,7 @@ def _solve(y, signs, directions, ts, tau, solver, stepsize_controller, max_steps
         throw=False,
     )
     saved, (ell1, psi1) = sol.ys
-    out = VanishingSolution(
+    out = VanishingFlowSolution(
         ts=ts,
         loss=saved[0],
         exponents=saved[1],

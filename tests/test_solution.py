@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from theory import RESULTS, Solution
+from theory import RESULTS, AbstractSolution
 
 
 def test_results_extend_diffrax_and_promote():
@@ -13,10 +13,20 @@ def test_results_extend_diffrax_and_promote():
     assert RESULTS.diverged != RESULTS.successful and RESULTS.infeasible != RESULTS.diverged
 
 
+class _DemoSolution(AbstractSolution):
+    result: RESULTS
+    stats: dict
+
+
+def test_abstract_solution_is_abstract():
+    with pytest.raises(TypeError):
+        AbstractSolution(result=RESULTS.successful, stats={})
+
+
 def test_ok_under_vmap_and_throw():
     def solve(x):
         result = RESULTS.where(x > 0, RESULTS.successful, RESULTS.diverged)
-        return Solution(result=result, stats={"num_steps": jnp.asarray(3)})
+        return _DemoSolution(result=result, stats={"num_steps": jnp.asarray(3)})
 
     sols = jax.vmap(solve)(jnp.array([1.0, -1.0]))
     assert sols.ok.tolist() == [True, False]

@@ -27,9 +27,9 @@ from ._kernels import (
     dual_kernel as dual_kernel,
     kernel_truncation_error as kernel_truncation_error,
 )
-from ._kkt import KKTResidual as KKTResidual, kkt_residual as kkt_residual
+from ._kkt import KKTResidualSolution as KKTResidualSolution, kkt_residual as kkt_residual
 from ._margin import (
-    MaxMargin as MaxMargin,
+    MaxMarginSolution as MaxMarginSolution,
     activation_pattern as activation_pattern,
     all_activated as all_activated,
     bayes_error as bayes_error,
@@ -47,7 +47,7 @@ from ._regimes import (
     transition_lower_bound as transition_lower_bound,
 )
 from ._saddle import (
-    SaddleJumps as SaddleJumps,
+    SaddleJumpsSolution as SaddleJumpsSolution,
     coverage_width as coverage_width,
     crossing_times as crossing_times,
     jump_time_grid as jump_time_grid,
@@ -57,8 +57,8 @@ from ._saddle import (
 )
 from ._solution import (
     RESULTS as RESULTS,
+    AbstractSolution as AbstractSolution,
     Readable as Readable,
-    Solution as Solution,
     diffrax_stats as diffrax_stats,
     name_nonfinite as name_nonfinite,
     result_names as result_names,
@@ -66,7 +66,7 @@ from ._solution import (
 from ._staircase import (
     ODESolution as ODESolution,
     StageEquilibria as StageEquilibria,
-    StageTimes as StageTimes,
+    StageTimesSolution as StageTimesSolution,
     initial_alignment as initial_alignment,
     lotka_volterra as lotka_volterra,
     mass_equilibrium as mass_equilibrium,

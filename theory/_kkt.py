@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
 from ._nnqp import nnqp
-from ._solution import RESULTS, Solution
+from ._solution import RESULTS, AbstractSolution
 from .checks import (
     check_finite,
     check_gamma,
@@ -41,7 +41,7 @@ from .checks import (
 )
 
 
-class KKTResidual(Solution):
+class KKTResidualSolution(AbstractSolution):
     """Result of `kkt_residual`.
 
     - `residual`: max(`stationarity`, `complementarity`), 0 at an exact KKT point.
@@ -60,6 +60,8 @@ class KKTResidual(Solution):
     (Array(True, dtype=bool), 0.0)
     """
 
+    result: RESULTS
+    stats: dict
     residual: Float[Array, ""]
     stationarity: Float[Array, ""]
     complementarity: Float[Array, ""]
@@ -79,7 +81,7 @@ def kkt_residual(
     *,
     kink_tol: float = 1e-9,
     rounds: int = 20,
-) -> KKTResidual:
+) -> KKTResidualSolution:
     """The KKT residual of margin maximization at W, for W's own activation pattern.
 
     See the module docstring for the conditions. `W` (m, d): first layer (any scale);
@@ -176,7 +178,7 @@ def _kkt(W, X, y, a, gamma, kink_tol, rounds):
     complementarity = jnp.where(total > 0, jnp.sum(lam * (margins - 1.0)) / total, 0.0)
     residual = jnp.maximum(stationarity, complementarity)
     nan = jnp.asarray(jnp.inf, X.dtype)
-    return KKTResidual(
+    return KKTResidualSolution(
         residual=jnp.where(separating, residual, nan),
         stationarity=jnp.where(separating, stationarity, nan),
         complementarity=jnp.where(separating, complementarity, nan),

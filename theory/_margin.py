@@ -29,7 +29,7 @@ from jax.scipy.stats import norm as _normal
 from jaxtyping import Array, Bool, Float
 
 from ._nnqp import nnqp
-from ._solution import RESULTS, Solution
+from ._solution import RESULTS, AbstractSolution
 from .checks import (
     check_finite,
     check_gamma,
@@ -43,7 +43,7 @@ from .checks import (
 )
 
 
-class MaxMargin(Solution):
+class MaxMarginSolution(AbstractSolution):
     """Result of `max_margin`.
 
     - `W` (m, d): the limit direction, unit Frobenius norm; `dual` (n,): multipliers lam
@@ -69,6 +69,8 @@ class MaxMargin(Solution):
     ([[1.0, 0.0]], True, True)
     """
 
+    result: RESULTS
+    stats: dict
     W: Float[Array, "m d"]
     dual: Float[Array, " n"]
     norm: Float[Array, ""]
@@ -133,7 +135,7 @@ def max_margin(
     pattern: Bool[Array, "m n"] | None = None,
     tol: float | None = None,
     throw: bool = False,
-) -> MaxMargin:
+) -> MaxMarginSolution:
     """The limit direction of GD on the exponential loss: min ||W||_F^2 s.t. y_i f(x_i; W) >= 1.
 
     phi is fixed by the activation `pattern` (m, n) (True where <w_j, x_i> > 0); the default
@@ -223,7 +225,7 @@ def _max_margin(X, y, a, gamma, pattern, tol):
         ),
         RESULTS.nonfinite,
     )
-    return MaxMargin(
+    return MaxMarginSolution(
         W=jnp.where(finite, W / jnp.where(norm > 0, norm, 1.0), 0.0),
         dual=jnp.ldexp(lam, -2 * k),
         norm=jnp.where(finite, jnp.ldexp(norm, -k), jnp.inf),

@@ -10,11 +10,11 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
-from ._solution import RESULTS, Solution
+from ._solution import RESULTS, AbstractSolution
 from .checks import check_finite, check_positive, check_positive_int, check_value
 
 
-class NNQPSolution(Solution):
+class NNQPSolution(AbstractSolution):
     """Result of `nnqp`: the minimizer `lam` and its support `passive` (lam_i > 0), with
     `result` (`max_steps_reached` when `max_steps` ran out, `nonfinite` when lam blew up: G
     singular on the support) and `stats` (`num_steps`: inner iterations).
@@ -23,6 +23,8 @@ class NNQPSolution(Solution):
     [2.0]
     """
 
+    result: RESULTS
+    stats: dict
     lam: Float[Array, " n"]
     passive: Bool[Array, " n"]
 

@@ -29,7 +29,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from . import _fast_phase
-from ._solution import RESULTS, Solution
+from ._solution import RESULTS, AbstractSolution
 from .checks import (
     _real_numbers,
     check_finite,
@@ -45,7 +45,7 @@ from .checks import (
 )
 
 
-class SaddleJumps(Solution):
+class SaddleJumpsSolution(AbstractSolution):
     """The jump process predicted by `saddle_jumps`: Algorithm 1's alpha -> 0 limit, with
     simultaneous jumps resolved, and optionally its finite-alpha prediction.
 
@@ -90,6 +90,8 @@ class SaddleJumps(Solution):
     ([1.0, 2.0], [1, 0], 3.0)
     """
 
+    result: RESULTS
+    stats: dict
     times: Float[Array, " K"]
     neurons: Int[Array, " K"]
     groups: Int[Array, "K m"]
@@ -175,7 +177,7 @@ def saddle_jumps(
     directions: Float[Array, "m n"],
     *,
     time_scale=None,
-) -> SaddleJumps:
+) -> SaddleJumpsSolution:
     """Predict the jump process of a balanced small initialization (Algorithm 1), with
     simultaneous jumps resolved, in the limit alpha -> 0 and optionally at finite alpha.
 
@@ -215,10 +217,10 @@ def saddle_jumps(
     finite alpha the labels y at alpha are y / s at alpha / sqrt(s), in a clock stretched by
     tau_s / tau), so that neither y^2 nor the fast phases overflow at |y| ~ 1e200.
 
-    **Returns:** a `SaddleJumps`, padded to K = min(m, n) jumps. Jit-compiled; `jax.vmap` over
-    a leading seed axis for batches. Bad shapes or signs raise `ValueError` (under an outer
-    `jit`, bad signs raise through `eqx.error_if`). A failed fast-phase solve shows in
-    `result` (`ok` is False).
+    **Returns:** a `SaddleJumpsSolution`, padded to K = min(m, n) jumps. Jit-compiled; `jax.vmap`
+    over a leading seed axis for batches. Bad shapes or signs raise `ValueError` (under an outer
+    `jit`, bad signs raise through `eqx.error_if`). A failed fast-phase solve shows in `result`
+    (`ok` is False).
 
     One neuron, one sample: D = 1, so t_1 = 1, a = 1 and the cost is 1.
 
@@ -281,7 +283,7 @@ def _label_scale(y):
 
 
 @jax.jit
-def _unscale(pred: SaddleJumps, s, stretch=1.0, tau=None) -> SaddleJumps:
+def _unscale(pred: SaddleJumpsSolution, s, stretch=1.0, tau=None) -> SaddleJumpsSolution:
     """The prediction for labels s y from that for y (rescaled time t ~ 1/|y|, a ~ |y|^(1/2),
     cost ~ |y|, loss ~ y^2); exact for s a power of 4. The finite-alpha times are also
     stretched by tau_s / tau (`stretch`), and `time_scale` set to the caller's `tau`."""
@@ -368,7 +370,7 @@ def _algorithm1(y, signs, directions) -> dict:
 
 
 @functools.partial(jax.jit, static_argnums=4)
-def _limit(y, signs, directions, base, resolve) -> SaddleJumps:
+def _limit(y, signs, directions, base, resolve) -> SaddleJumpsSolution:
     m, n = directions.shape
     group, real = base["group"], jnp.isfinite(base["times"])
     lone = jnp.sum(base["lone"], axis=0)  # each neuron fires at most once
@@ -397,7 +399,7 @@ def _limit(y, signs, directions, base, resolve) -> SaddleJumps:
     groups = jnp.where(groups < m, groups, -1)
     neurons = groups[:, 0]
     cost = jnp.sum(final * final)
-    return SaddleJumps(
+    return SaddleJumpsSolution(
         times=base["times"],
         neurons=neurons,
         groups=groups,
@@ -420,7 +422,7 @@ def _limit(y, signs, directions, base, resolve) -> SaddleJumps:
 
 
 @jax.jit
-def _finite_alpha(pred: SaddleJumps, y, signs, directions, tau) -> SaddleJumps:
+def _finite_alpha(pred: SaddleJumpsSolution, y, signs, directions, tau) -> SaddleJumpsSolution:
     ts, loss, cost, result, steps = _fast_phase.finite_alpha_curve(
         y, signs, directions, tau, pred.horizon(2.0)
     )
@@ -445,7 +447,9 @@ def _finite_alpha(pred: SaddleJumps, y, signs, directions, tau) -> SaddleJumps:
     )
 
 
-def predicted_exponents(prediction: SaddleJumps, ts: Float[Array, " T"]) -> Float[Array, "T m"]:
+def predicted_exponents(
+    prediction: SaddleJumpsSolution, ts: Float[Array, " T"]
+) -> Float[Array, "T m"]:
     """Algorithm 1's exponents ell_j(t) at the times `ts` (||w_j|| = alpha^(-ell_j)).
 
     ell_j(0) = -1 and ell_j grows at `rates[k, j]` on (t_{k-1}, t_k); a neuron that fires
@@ -460,7 +464,7 @@ def predicted_exponents(prediction: SaddleJumps, ts: Float[Array, " T"]) -> Floa
 
 
 @jax.jit
-def _predicted_exponents(prediction: SaddleJumps, ts):
+def _predicted_exponents(prediction: SaddleJumpsSolution, ts):
     real = prediction.neurons >= 0
     starts = jnp.concatenate([jnp.zeros((1,)), jnp.where(real, prediction.times, jnp.inf)[:-1]])
     ends = jnp.where(real, prediction.times, jnp.inf)
@@ -517,9 +521,9 @@ def coverage_width(n, delta=1e-4):
 
 
 def crossing_times(
-    ts: Float[Array, " T"], loss: Float[Array, " T"], prediction: SaddleJumps
+    ts: Float[Array, " T"], loss: Float[Array, " T"], prediction: SaddleJumpsSolution
 ) -> Float[Array, " K"]:
-    """Measured jump times of a simulated loss curve, matched to a `SaddleJumps` prediction.
+    """Measured jump times of a simulated loss curve, matched to a `SaddleJumpsSolution` prediction.
 
     Jump k is measured as the first time at which `loss` falls below the midpoint between the
     predicted plateaus k-1 and k (plateau 0 = mean(y^2)/2), interpolated linearly in log-loss
@@ -567,7 +571,7 @@ def _crossings(ts, loss, initial_plateau, plateaus):
 
 
 def jump_time_grid(
-    prediction: SaddleJumps,
+    prediction: SaddleJumpsSolution,
     t1,
     *,
     time_scale,

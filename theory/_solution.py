@@ -142,21 +142,27 @@ class Readable(eqx.Module):
     __str__ = __repr__
 
 
-class Solution(Readable):
-    """Base of every solution: `result`, `stats` and the `ok` property.
+class AbstractSolution(Readable):
+    """Base of every solution: `result`, `stats` and the `ok` property. Abstract, as in
+    Equinox's abstract/final pattern: each solver's solution is a final subclass named after
+    its function (`critical_point` returns a `CriticalPointSolution`) that declares `result`
+    and `stats` among its own fields.
 
-    >>> sol = Solution(result=RESULTS.successful, stats={"num_steps": 3})
+    >>> class DemoSolution(AbstractSolution):
+    ...     result: RESULTS
+    ...     stats: dict
+    >>> sol = DemoSolution(result=RESULTS.successful, stats={"num_steps": 3})
     >>> bool(sol.ok)
     True
     >>> sol
-    Solution(
+    DemoSolution(
       result=RESULTS.successful,
       stats={'num_steps': 3},
     )
     """
 
-    result: RESULTS
-    stats: dict
+    result: eqx.AbstractVar[RESULTS]
+    stats: eqx.AbstractVar[dict]
 
     @property
     def ok(self):
@@ -168,7 +174,9 @@ class Solution(Readable):
         (eagerly, or through `eqx.error_if` under `jit`). Solvers end with
         `return solution.raise_if_failed(throw)`.
 
-        >>> Solution(result=RESULTS.diverged, stats={}).raise_if_failed(False).ok
+        >>> from theory.numerics import NNQPSolution
+        >>> sol = NNQPSolution(RESULTS.diverged, {}, lam=jnp.zeros(1), passive=jnp.zeros(1, bool))
+        >>> sol.raise_if_failed(False).ok
         Array(False, dtype=bool)
         """
         if not check_flag("throw", throw):

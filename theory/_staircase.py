@@ -31,7 +31,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._hermite import hermite_coefficients, second_moment
-from ._solution import RESULTS, Readable, Solution, diffrax_stats, name_nonfinite
+from ._solution import RESULTS, AbstractSolution, Readable, diffrax_stats, name_nonfinite
 from .checks import (
     check_activation,
     check_finite,
@@ -46,7 +46,7 @@ from .checks import (
 )
 
 
-class ODESolution(Solution):
+class ODESolution(AbstractSolution):
     """Result of the stage ODEs (`lotka_volterra`, `tensor_power`): the solution `ys` at the
     times `ts`, diffrax's `result` (as a `RESULTS` item) and `stats` (steps, accepted and
     rejected steps). After a failure the remaining values are `inf`, never silent NaNs.
@@ -56,6 +56,8 @@ class ODESolution(Solution):
     ((2,), ['num_accepted_steps', 'num_rejected_steps', 'num_steps'])
     """
 
+    result: RESULTS
+    stats: dict
     ts: Float[Array, " T"]
     ys: Float[Array, "T ..."]
 
@@ -430,17 +432,20 @@ def _first_time(ts, ok):
     return jnp.where(jnp.any(ok), ts[jnp.argmax(ok)], jnp.inf)
 
 
-class StageTimes(Solution):
+class StageTimesSolution(AbstractSolution):
     """Result of `stage_times`: the predicted times `tau_0`, `tau_2`, `tau_4` (`inf` past the
     horizon), with the `result` and `stats` of the ODE solves behind them (the first failure,
     and the steps of both solves added).
 
-    >>> st = StageTimes(tau_0=jnp.asarray(1.0), tau_2=jnp.asarray(5.0), tau_4=jnp.asarray(jnp.inf),
-    ...                 result=RESULTS.successful, stats={"num_steps": jnp.asarray(10)})
+    >>> st = StageTimesSolution(
+    ...     tau_0=jnp.asarray(1.0), tau_2=jnp.asarray(5.0), tau_4=jnp.asarray(jnp.inf),
+    ...     result=RESULTS.successful, stats={"num_steps": jnp.asarray(10)})
     >>> bool(st.ok), float(st.tau_4)  # tau_4 past the horizon
     (True, inf)
     """
 
+    result: RESULTS
+    stats: dict
     tau_0: Float[Array, ""]
     tau_2: Float[Array, ""]
     tau_4: Float[Array, ""]
@@ -460,7 +465,7 @@ def stage_times(
     points: int = 20_001,
     initial_alignment=None,
     throw: bool = False,
-) -> StageTimes:
+) -> StageTimesSolution:
     """Predicted stage times, from the ODEs above and a uniform start (beta = alpha0 / d):
 
     - tau_0: alpha~ covers (1 - eta) of the way to its stage-0 equilibrium
@@ -526,7 +531,7 @@ def stage_times(
     tp_result = RESULTS.where(tp_ok, RESULTS.successful, RESULTS.max_steps_reached)
     result = RESULTS.where(lv.ok, tp_result, lv.result)
     stats = {k: lv.stats[k] + jnp.sum(tp.stats[k]) for k in lv.stats}
-    out = StageTimes(tau_0=tau0, tau_2=tau2, tau_4=tau4, result=result, stats=stats)
+    out = StageTimesSolution(tau_0=tau0, tau_2=tau2, tau_4=tau4, result=result, stats=stats)
     return out.raise_if_failed(throw)
 
 
