@@ -176,10 +176,14 @@ def tangent_kernel_max(model: TwoLayerReLU, X: Float[Array, "n d"]) -> Float[Arr
     # the eigenvalue read NaN, now inf)
     check_shape("X", X, (None, model.W.shape[1]))
     model, X = _finite_model_and_inputs(model, X)
-    top = jnp.maximum(jnp.max(jnp.abs(model.W)), jnp.max(jnp.abs(model.a)))
-    e = jnp.floor(jnp.log2(jnp.where(top > 0, top, 1.0))).astype(jnp.int32)
+    def exponent(*xs):
+        top = max(jnp.max(jnp.abs(x)) for x in xs)
+        return jnp.floor(jnp.log2(jnp.where(top > 0, top, 1.0))).astype(jnp.int32)
+
+    e, ex = exponent(model.a, model.W), exponent(X)  # K is also 2-homogeneous in X
     scaled = TwoLayerReLU(jnp.ldexp(model.a, -e), jnp.ldexp(model.W, -e))
-    return jnp.ldexp(jnp.linalg.eigvalsh(tangent_kernel(scaled, X))[-1], 2 * e)
+    lam = jnp.linalg.eigvalsh(tangent_kernel(scaled, jnp.ldexp(X, -ex)))[-1]
+    return jnp.ldexp(lam, 2 * (e + ex))
 
 
 def half_squared_norm(model) -> Float[Array, ""]:

@@ -180,6 +180,8 @@ def test_mass_ode_from_a_huge_or_tiny_start_has_no_cancellation():
     big = T.mass_ode(1e200, ts, c0=1.0, r=4, weight_decay=2.0)
     np.testing.assert_allclose(big, [1e200, 3.0 / -np.expm1(-12e-12), 3.0], rtol=1e-9)
     tiny = T.mass_ode(1e-300, jnp.array([0.0, 0.1]), c0=1.0, r=4, weight_decay=2.0)
+    back = T.mass_ode(1.0, jnp.array([-0.1]), c0=1.0, r=4, weight_decay=2.0)  # before t = 0
+    np.testing.assert_allclose(back, [3.0 / (1.0 + 2.0 * np.exp(1.2))], rtol=1e-13)
     np.testing.assert_allclose(tiny, [1e-300, 1e-300 * np.exp(1.2)], rtol=1e-9)
 
 
@@ -232,3 +234,7 @@ def test_two_homogeneous_quantities_overflow_to_inf_not_nan():
     assert np.isposinf(
         D.tangent_kernel_max(D.TwoLayerReLU(net.a * 1e200, net.W * 1e200), jnp.eye(2))
     )
+    # and in X
+    big_x = D.tangent_kernel_max(net, jnp.eye(2) * 1e100)
+    np.testing.assert_allclose(big_x / 1e200, lam, rtol=1e-13)
+    assert np.isposinf(D.tangent_kernel_max(net, jnp.eye(2) * 1e200))

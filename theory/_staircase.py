@@ -117,7 +117,7 @@ def mass_ode(alpha0, ts: Float[Array, " T"], *, c0, r, weight_decay) -> Float[Ar
     ts = check_finite("ts", ts)
     K = _positive_equilibrium(c0, r, weight_decay)
     rate = (c0 * c0) * K  # inf at c0 = 1e200: then exp(-inf * 0) must read 1 at t = 0
-    x = jnp.where(ts > 0, 4.0 * rate * jnp.where(ts > 0, ts, 1.0), 0.0)
+    x = jnp.where(ts != 0, 4.0 * rate * jnp.where(ts != 0, ts, 1.0), 0.0)  # t < 0: backwards
     # K / (1 - e^-x + (K / alpha0) e^-x): no cancellation for alpha0 >> K (1e200 gave inf at
     # t = 0 from 1 + (K / alpha0 - 1)), and a vanished e^-x never meets an infinite K / alpha0
     decay = jnp.exp(-x)
