@@ -63,7 +63,7 @@ def run(instance, family, n, d, c, log10_inv_alpha, width):
     signs, directions = signs_and_directions(model, loewdin(X))
     pred = saddle_jumps(y, signs, directions, time_scale=tau)
     ts = jnp.linspace(0.0, pred.horizon(HORIZON), GRID)
-    sol = two_layer_flow(model, X, y, ts, time_scale=tau, save_params=True)
+    sol = two_layer_flow(X, y, model, ts, time_scale=tau, save_params=True)
     traj = sol.trajectory
     return {
         "loss": sol.loss,
@@ -93,7 +93,7 @@ def _morse_index(a, Z, y):
     -1e-8 x the largest |eigenvalue|."""
     n = y.shape[0]
     loss = lambda m, y: square_loss(m, jnp.eye(n), y)  # noqa: E731
-    eig = hessian_spectrum(TwoLayerReLU(a, Z), loss, y).eigenvalues
+    eig = hessian_spectrum(TwoLayerReLU(a, Z), loss, args=y).eigenvalues
     return jnp.sum(eig < -1e-8 * jnp.max(jnp.abs(eig)))
 
 
@@ -234,7 +234,7 @@ def solvers(n, width, ps, max_steps) -> list:
             pred = saddle_jumps(y, *signs_and_directions(model, loewdin(X)))
             ts = jnp.linspace(0.0, pred.horizon(HORIZON), 200)
             ref, wall = _timed(
-                lambda model, X, ts, tau: two_layer_flow(model, X, y, ts, time_scale=tau),
+                lambda model, X, ts, tau: two_layer_flow(X, y, model, ts, time_scale=tau),
                 model, X, ts, tau,
             )  # fmt: skip
             record(case, p, "two_layer_flow", ref, wall)

@@ -34,7 +34,7 @@ def check(c, p, seed, n=16):
     horizon = float(saddle_jumps(y, signs, directions, time_scale=tau).horizon(HORIZON))
     ref = Reference(X, y, model, tau, horizon, ETAS)
     grid = jnp.concatenate([jnp.zeros(1), jnp.asarray(ref.ts)])
-    sol = two_layer_flow(model, X, y, grid, time_scale=tau)
+    sol = two_layer_flow(X, y, model, grid, time_scale=tau)
     return bool(sol.ok), ref.error(sol.loss[1:]), ref.uncertainty
 
 

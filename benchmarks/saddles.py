@@ -131,9 +131,9 @@ def case(d, width, depth, teacher_width, T, samples, seed, methods):  # noqa: PL
     for method in methods:
         if method.startswith("critical_point"):
             kind = method.split("=")[1].strip(")\"'")
-            jax.block_until_ready(critical_point(start, loss, data, kind=kind).loss)  # compile
+            jax.block_until_ready(critical_point(start, loss, args=data, kind=kind).loss)  # compile
             timer = Timer()
-            cp = critical_point(start, loss, data, kind=kind)
+            cp = critical_point(start, loss, args=data, kind=kind)
             jax.block_until_ready(cp.loss)
             seconds = timer()
             x = ravel_pytree(eqx.filter(cp.model, eqx.is_inexact_array))[0]
@@ -144,7 +144,7 @@ def case(d, width, depth, teacher_width, T, samples, seed, methods):  # noqa: PL
         model = eqx.combine(unravel(x), static)
         grad = g(x)
         timer = Timer()
-        spec = hessian_spectrum(model, loss, data, k=k)
+        spec = hessian_spectrum(model, loss, args=data, k=k)
         jax.block_until_ready(spec.eigenvalues)
         gn = float(jnp.linalg.norm(grad))
         rows.append(
@@ -178,17 +178,17 @@ def spectra(d, width, depth, teacher_width, T, samples, seed) -> dict:  # noqa: 
     timer = Timer()
     reference = np.linalg.eigvalsh(np.asarray(hess(x0)))
     numpy_seconds = timer()
-    jax.block_until_ready(hessian_spectrum(start, loss, data).eigenvalues)
+    jax.block_until_ready(hessian_spectrum(start, loss, args=data).eigenvalues)
     timer = Timer()
-    dense = hessian_spectrum(start, loss, data)
+    dense = hessian_spectrum(start, loss, args=data)
     jax.block_until_ready(dense.eigenvalues)
     dense_seconds = timer()
     timer = Timer()
-    lanczos = hessian_spectrum(start, loss, data, k=5, steps=min(60, int(x0.size)))
+    lanczos = hessian_spectrum(start, loss, args=data, k=5, steps=min(60, int(x0.size)))
     jax.block_until_ready(lanczos.eigenvalues)
     lanczos_first = timer()
     timer = Timer()
-    lanczos = hessian_spectrum(start, loss, data, k=5, steps=min(60, int(x0.size)))
+    lanczos = hessian_spectrum(start, loss, args=data, k=5, steps=min(60, int(x0.size)))
     jax.block_until_ready(lanczos.eigenvalues)
     lanczos_seconds = timer()
     want = np.r_[reference[:5], reference[-5:]]

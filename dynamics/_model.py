@@ -176,6 +176,7 @@ def tangent_kernel_max(model: TwoLayerReLU, X: Float[Array, "n d"]) -> Float[Arr
     # the eigenvalue read NaN, now inf)
     check_shape("X", X, (None, model.W.shape[1]))
     model, X = _finite_model_and_inputs(model, X)
+
     def exponent(*xs):
         top = max(jnp.max(jnp.abs(x)) for x in xs)
         return jnp.floor(jnp.log2(jnp.where(top > 0, top, 1.0))).astype(jnp.int32)

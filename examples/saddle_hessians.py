@@ -63,7 +63,7 @@ for seed in range(seeds):
         small = np.sqrt(a**2 + np.sum(V**2, axis=1)) < 1e-6
         r = np.asarray(here.predict(X) - y)
         block = np.linalg.norm(np.where(V > 0, r[None, :], 0.0), axis=1) / n
-        eig = np.asarray(hessian_spectrum(here, loss, y).eigenvalues)
+        eig = np.asarray(hessian_spectrum(here, loss, args=y).eigenvalues)
         most = -eig.min()
         rate_err.append(abs(most / block[small].max() - 1))
         rates = np.asarray(pred.rates[k])
@@ -71,7 +71,7 @@ for seed in range(seeds):
         total += int(live.sum())
         matched += int(np.sum(np.abs(block[live] / rates[live] - 1) < 1e-6))
         saddle = TwoLayerReLU(jnp.where(small, 0.0, here.a), jnp.where(small[:, None], 0.0, here.W))
-        cp = critical_point(saddle, loss, y)
+        cp = critical_point(saddle, loss, args=y)
         plateau_err.append(abs(float(cp.loss) / plateau - 1))
         grad_norms.append(float(cp.grad_norm))
 

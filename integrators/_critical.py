@@ -223,8 +223,8 @@ def _check_lanczos_options(k, steps, block, max_restarts, dim):
 def hessian_spectrum(
     model,
     loss,
-    args=None,
     *,
+    args=None,
     k: int | None = None,
     steps: int | None = None,
     block: int = 2,
@@ -265,7 +265,7 @@ def hessian_spectrum(
 
     >>> model = eqx.nn.Linear(2, 1, use_bias=False, key=jax.random.PRNGKey(0))
     >>> loss = lambda m, x: 0.5 * jnp.sum(m(x) ** 2)  # H = x x^T
-    >>> spec = hessian_spectrum(model, loss, jnp.array([3.0, 4.0]))
+    >>> spec = hessian_spectrum(model, loss, args=jnp.array([3.0, 4.0]))
     >>> [round(v, 6) for v in spec.eigenvalues.tolist()], int(spec.morse_index)
     ([0.0, 25.0], 0)
     """
@@ -430,8 +430,8 @@ def _critical_core(model, loss, args, kind, tol, max_steps, max_iter, eig_tol, s
 def critical_point(
     model,
     loss,
-    args=None,
     *,
+    args=None,
     kind: str = "any",
     tol: float | None = None,
     max_steps: int = 500,
@@ -494,8 +494,8 @@ def critical_point(
 def escape_saddle(
     model,
     loss,
-    args=None,
     *,
+    args=None,
     distance: float = 1e-3,
     spectrum: HessianSpectrumSolution | None = None,
 ):
@@ -506,7 +506,7 @@ def escape_saddle(
     ways; the cubic term picks a side). Continue with a flow from the returned model.
 
     `spectrum`: a `HessianSpectrumSolution` with vectors at `model` (e.g. `critical_point(...)
-    .spectrum` for P > 1024, or `hessian_spectrum(model, loss, args, k=1)`); computed when
+    .spectrum` for P > 1024, or `hessian_spectrum(model, loss, args=args, k=1)`); computed when
     None. Raises ValueError where the smallest eigenvalue is not below -eig_tol x ||H|| (no
     escape direction: not a saddle) or the spectrum has no vectors or did not converge.
 
@@ -522,7 +522,7 @@ def escape_saddle(
     dim, _ = _check_model_and_loss(model, loss, args)
     distance = check_positive("distance", distance, scalar=True)
     if spectrum is None:
-        spectrum = hessian_spectrum(model, loss, args, k=1)
+        spectrum = hessian_spectrum(model, loss, args=args, k=1)
     if spectrum.vectors is None:
         raise ValueError("`spectrum` has no eigenvectors: compute it with `k=` (e.g. k=1)")
     if not bool(spectrum.ok):

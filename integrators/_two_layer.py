@@ -208,7 +208,7 @@ class TwoLayerFlowSolution(AbstractSolution):
 
     >>> X = jnp.array([[1.0, 0.0], [0.6, 0.8]])  # correlated: <x_1, x_2> = 0.6
     >>> model = TwoLayerReLU(jnp.array([1e-3]), 1e-3 * jnp.array([[0.8, 0.6]]))
-    >>> sol = two_layer_flow(model, X, jnp.array([1.0, 1.0]), jnp.linspace(0.0, 6.0, 4),
+    >>> sol = two_layer_flow(X, jnp.array([1.0, 1.0]), model, jnp.linspace(0.0, 6.0, 4),
     ...                      time_scale=jnp.log(1e3))
     >>> bool(sol.ok), bool(sol.loss[-1] < 1e-8), sol.pattern.tolist()
     (True, True, [[1, 1]])
@@ -443,9 +443,9 @@ def _to_model(kappa, psi, model0: TwoLayerReLU, Z0, X_pinv):
 
 
 def two_layer_flow(
-    model: TwoLayerReLU,
     X: Float[Array, "n d"],
     y: Float[Array, " n"],
+    model: TwoLayerReLU,
     ts: Float[Array, " T"],
     *,
     time_scale=1.0,
@@ -489,7 +489,7 @@ def two_layer_flow(
 
     >>> X = jnp.array([[1.0, 0.0], [0.6, 0.8]])
     >>> model = TwoLayerReLU(jnp.array([1e-4]), 1e-4 * jnp.array([[0.6, -0.8]]))
-    >>> sol = two_layer_flow(model, X, jnp.array([1.0, -1.0]), jnp.linspace(0.0, 6.0, 4),
+    >>> sol = two_layer_flow(X, jnp.array([1.0, -1.0]), model, jnp.linspace(0.0, 6.0, 4),
     ...                      time_scale=jnp.log(1e4))
     >>> bool(sol.ok), sol.pattern.tolist(), round(float(sol.loss[-1]), 4)
     (True, [[1, 2]], 0.25)

@@ -41,7 +41,7 @@ CASES = {
     ],
     "hessian_spectrum": [
         (lambda: I.hessian_spectrum(LIN, _sq, k=4), ValueError, "`k`"),
-        (lambda: I.hessian_spectrum(LIN, lambda m, a: m.W, None), ValueError, "scalar"),
+        (lambda: I.hessian_spectrum(LIN, lambda m, a: m.W, args=None), ValueError, "scalar"),
         (lambda: I.hessian_spectrum(3.0, _sq), ValueError, "`model`"),
     ],
     "escape_saddle": [
@@ -210,32 +210,32 @@ CASES["stable_gradient_descent"] += [
     )
 ]
 CASES["two_layer_flow"] = [
-    (lambda: I.two_layer_flow(LEAKY, X2, Y2, TS), ValueError, "TwoLayerReLU"),
-    (lambda: I.two_layer_flow(NET, X2, Y2[:, None], TS), ValueError, "`y`"),
-    (lambda: I.two_layer_flow(NET, jnp.ones(2), Y2, TS), ValueError, "`X`"),
-    (lambda: I.two_layer_flow(NET, jnp.ones((2, 3)), Y2, TS), ValueError, "model.W"),
-    (lambda: I.two_layer_flow(NET, X2.at[0, 0].set(NAN), Y2, TS), ValueError, "`X`"),
-    (lambda: I.two_layer_flow(NET, X2, Y2, jnp.array([1.0, 0.5])), ValueError, "nondecreasing"),
-    (lambda: I.two_layer_flow(NET, X2, Y2, TS, time_scale=-1.0), ValueError, "time_scale"),
-    (lambda: I.two_layer_flow(NET, X2, Y2, TS, max_kink_events=0), ValueError, "max_kink"),
-    (lambda: I.two_layer_flow(NET, X2, Y2, TS, gram_tol=-1.0), ValueError, "gram_tol"),
-    (lambda: I.two_layer_flow(NET, X2, Y2, TS, atol=-1.0), ValueError, "atol"),
+    (lambda: I.two_layer_flow(X2, Y2, LEAKY, TS), ValueError, "TwoLayerReLU"),
+    (lambda: I.two_layer_flow(X2, Y2[:, None], NET, TS), ValueError, "`y`"),
+    (lambda: I.two_layer_flow(jnp.ones(2), Y2, NET, TS), ValueError, "`X`"),
+    (lambda: I.two_layer_flow(jnp.ones((2, 3)), Y2, NET, TS), ValueError, "model.W"),
+    (lambda: I.two_layer_flow(X2.at[0, 0].set(NAN), Y2, NET, TS), ValueError, "`X`"),
+    (lambda: I.two_layer_flow(X2, Y2, NET, jnp.array([1.0, 0.5])), ValueError, "nondecreasing"),
+    (lambda: I.two_layer_flow(X2, Y2, NET, TS, time_scale=-1.0), ValueError, "time_scale"),
+    (lambda: I.two_layer_flow(X2, Y2, NET, TS, max_kink_events=0), ValueError, "max_kink"),
+    (lambda: I.two_layer_flow(X2, Y2, NET, TS, gram_tol=-1.0), ValueError, "gram_tol"),
+    (lambda: I.two_layer_flow(X2, Y2, NET, TS, atol=-1.0), ValueError, "atol"),
     (
-        lambda: I.two_layer_flow(TwoLayerReLU(jnp.zeros(0), jnp.zeros((0, 2))), X2, Y2, TS),
+        lambda: I.two_layer_flow(X2, Y2, TwoLayerReLU(jnp.zeros(0), jnp.zeros((0, 2))), TS),
         ValueError,
         "at least one neuron",
     ),
     (
         lambda: I.two_layer_flow(
-            TwoLayerReLU(NET.a.astype(jnp.float32), NET.W.astype(jnp.float32)),
             X2.astype(jnp.float32),
             Y2,
+            TwoLayerReLU(NET.a.astype(jnp.float32), NET.W.astype(jnp.float32)),
             TS,
         ),
         ValueError,
         "float64",
     ),  # fmt: skip
-    (lambda: I.two_layer_flow(NET, X2.astype(jnp.complex128), Y2, TS), ValueError, "real"),
+    (lambda: I.two_layer_flow(X2.astype(jnp.complex128), Y2, NET, TS), ValueError, "real"),
 ]
 CASES["gradient_flow"] += [
     (
@@ -285,7 +285,7 @@ CASES["orthogonal_flow"] += [
     (lambda: I.orthogonal_flow(X2, Y2, LEAKY, TS, time_scale=5.0), ValueError, "TwoLayerReLU")
 ]
 CASES["two_layer_flow"] += [
-    (lambda: I.two_layer_flow(LEAKY, X2, Y2, TS), ValueError, "TwoLayerReLU")
+    (lambda: I.two_layer_flow(X2, Y2, LEAKY, TS), ValueError, "TwoLayerReLU")
 ]
 CASES["gradient_descent"] += [
     (

@@ -6,12 +6,12 @@ import pytest
 from jax.flatten_util import ravel_pytree
 
 from integrators import (
-    RESULTS,
     critical_point,
     escape_saddle,
     gradient_flow,
     hessian_spectrum,
 )
+from theory import RESULTS
 
 
 class P(eqx.Module):
@@ -46,14 +46,14 @@ def test_hessian_spectrum_against_finite_differences_and_lanczos():
     cols = [(grad(flat + h * e) - grad(flat - h * e)) / (2 * h) for e in jnp.eye(n)]
     H = np.asarray(jnp.stack(cols, axis=1))
     fd = np.linalg.eigvalsh(0.5 * (H + H.T))
-    dense = hessian_spectrum(mlp, loss, data)
+    dense = hessian_spectrum(mlp, loss, args=data)
     assert dense.ok and dense.vectors is None and dense.residuals is None
     np.testing.assert_allclose(dense.eigenvalues, fd, atol=1e-8)
     assert int(dense.morse_index) == int(np.sum(fd < -1e-6 * np.abs(fd).max()))
     # k extreme pairs: dense path (small P) and Lanczos (steps given): the same pairs
     for spec in (
-        hessian_spectrum(mlp, loss, data, k=2),
-        hessian_spectrum(mlp, loss, data, k=2, steps=9, block=1),
+        hessian_spectrum(mlp, loss, args=data, k=2),
+        hessian_spectrum(mlp, loss, args=data, k=2, steps=9, block=1),
     ):
         assert spec.ok
         np.testing.assert_allclose(spec.eigenvalues, np.r_[fd[:2], fd[-2:]], atol=1e-8)
@@ -176,7 +176,7 @@ def test_critical_point_on_a_float32_model_with_float64_enabled():
         lambda x: x.astype(jnp.float32) if eqx.is_inexact_array(x) else x, mlp
     )
     data32 = (data[0].astype(jnp.float32), data[1].astype(jnp.float32))
-    cp = critical_point(mlp32, loss, data32, kind="minimum")
+    cp = critical_point(mlp32, loss, args=data32, kind="minimum")
     assert cp.ok and cp.loss.dtype == jnp.float32 and float(cp.grad_norm) < 1e-5
 
 
@@ -199,7 +199,7 @@ def test_critical_point_polishes_flows_to_1e_10():
     # the least-squares Newton step
     mlp, loss, data = _problem()
     near = gradient_flow(mlp, loss, jnp.array([0.0, 300.0]), args=data).model
-    cp = critical_point(near, loss, data)
+    cp = critical_point(near, loss, args=data)
     assert cp.ok and float(cp.grad_norm) < 1e-10 and int(cp.morse_index) == 0
     assert float(cp.loss) <= float(loss(near, data)) + 1e-12
     assert int(cp.stats["num_steps"]) > 0
@@ -213,7 +213,7 @@ def test_critical_point_polishes_flows_to_1e_10():
     )
     near = gradient_flow(mlp, loss, jnp.array([0.0, 5.0]), args=(X, y)).model
     for kind, steps in (("any", 3000), ("minimum", 100)):  # measured: 1,520 and 36 steps
-        cp = critical_point(near, loss, (X, y), kind=kind, max_steps=steps)
+        cp = critical_point(near, loss, args=(X, y), kind=kind, max_steps=steps)
         assert cp.ok and float(cp.grad_norm) < 1e-10, (kind, cp.result, cp.grad_norm)
         assert bool(cp.morse_exact) and int(cp.morse_index) == 0
 
@@ -236,7 +236,7 @@ def test_lanczos_on_an_mlp_against_numpy():
     flat, unravel = ravel_pytree(params)
     H = jax.jit(jax.hessian(lambda x: loss(eqx.combine(unravel(x), static), (X, y))))(flat)
     ref = np.linalg.eigvalsh(np.asarray(H))
-    spec = hessian_spectrum(mlp, loss, (X, y), k=5, steps=60)
+    spec = hessian_spectrum(mlp, loss, args=(X, y), k=5, steps=60)
     assert spec.ok and flat.size == 2121
     want = np.r_[ref[:5], ref[-5:]]
     np.testing.assert_allclose(spec.eigenvalues, want, atol=1e-8 * np.abs(ref).max())
@@ -276,7 +276,7 @@ def test_plateau_hessian_unstable_rates_are_algorithm_1s():
     V = np.where(np.abs(V) < 1e-12 * np.linalg.norm(V, axis=1)[:, None], 0.0, V)
     basis = TwoLayerReLU(sol.model.a, jnp.asarray(V))
     eig = np.asarray(
-        hessian_spectrum(basis, lambda m, d: square_loss(m, *d), (jnp.eye(5), y)).eigenvalues
+        hessian_spectrum(basis, lambda m, d: square_loss(m, *d), args=(jnp.eye(5), y)).eigenvalues
     )
     active = V > 0
     blocks = np.linalg.norm(np.where(active, np.asarray(y)[None, :], 0.0), axis=1) / 5

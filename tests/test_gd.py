@@ -7,12 +7,12 @@ from helpers import orthogonal_instance
 
 from dynamics import TwoLayerReLU, he_uniform_init, orthogonal_data
 from integrators import (
-    RESULTS,
     checkpoint_steps,
     gradient_descent,
     orthogonal_flow,
     stable_gradient_descent,
 )
+from theory import RESULTS
 
 _instance = orthogonal_instance
 

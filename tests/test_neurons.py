@@ -22,7 +22,7 @@ def _narrow_minimum():
         lambda x: 3 * x.astype(jnp.float64) if eqx.is_inexact_array(x) else x, teacher
     )
     y = jax.vmap(teacher)(X)[:, 0] + 0.3 * jax.random.normal(jax.random.PRNGKey(1), (200,))
-    cp = critical_point(teacher, _loss, (X, y), kind="minimum")
+    cp = critical_point(teacher, _loss, args=(X, y), kind="minimum")
     assert cp.ok and int(cp.morse_index) == 0 and bool(cp.morse_exact)
     return cp.model, (X, y)
 
@@ -52,7 +52,7 @@ def test_split_of_a_critical_point_is_critical_with_the_derived_morse_index():
         np.testing.assert_allclose(_loss(wide, data), _loss(narrow, data), rtol=1e-14)
         grad = eqx.filter_grad(_loss)(wide, data)
         assert max(float(jnp.max(jnp.abs(x))) for x in jax.tree_util.tree_leaves(grad)) < 1e-10
-        spec = hessian_spectrum(wide, _loss, data)
+        spec = hessian_spectrum(wide, _loss, args=data)
         eig = np.asarray(spec.eigenvalues)
         predicted = int(np.sum(lam * (1 - lam) * B < 0))  # + index(narrow) = 0
         assert predicted >= 1

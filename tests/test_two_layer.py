@@ -28,7 +28,7 @@ def test_orthonormal_inputs_give_the_orthogonal_flow_at_alpha_1e30():
     tau = jnp.log(1e30)
     ts = jnp.linspace(0.0, 30.0, 61)
     ref = orthogonal_flow(X, y, model, ts, time_scale=tau, rtol=1e-9, atol=1e-9)
-    sol = two_layer_flow(model, X, y, ts, time_scale=tau, rtol=1e-9, atol=1e-9)
+    sol = two_layer_flow(X, y, model, ts, time_scale=tau, rtol=1e-9, atol=1e-9)
     assert ref.ok and sol.ok and int(sol.stats["num_sliding_entries"]) == 0
     assert ref.loss[0] / ref.loss[-1] > 10  # it jumps
     np.testing.assert_allclose(sol.loss, ref.loss, rtol=1e-5, atol=1e-12)
@@ -36,12 +36,12 @@ def test_orthonormal_inputs_give_the_orthogonal_flow_at_alpha_1e30():
     # a kink budget that runs out is reported, and nothing after the stop is made up
     events = int(sol.stats["num_kink_events"])
     assert events > 1
-    cut = two_layer_flow(model, X, y, ts, time_scale=tau, rtol=1e-9, atol=1e-9, max_kink_events=1)
+    cut = two_layer_flow(X, y, model, ts, time_scale=tau, rtol=1e-9, atol=1e-9, max_kink_events=1)
     assert cut.result == RESULTS.kink_limited and not cut.ok
     assert int(cut.stats["num_kink_events"]) == 1 and np.isinf(np.asarray(cut.loss[-1]))
     with pytest.raises(Exception, match="max_kink_events"):
         two_layer_flow(
-            model, X, y, ts, time_scale=tau, rtol=1e-9, atol=1e-9, max_kink_events=1, throw=True
+            X, y, model, ts, time_scale=tau, rtol=1e-9, atol=1e-9, max_kink_events=1, throw=True
         )
 
 
@@ -71,7 +71,7 @@ def test_correlated_flow_is_the_limit_of_gradient_descent():
     y = jax.random.normal(jax.random.PRNGKey(2), (n,), jnp.float64)
     model = balanced_init(8, n + 1, 1e-10, key=jax.random.PRNGKey(3), dtype=jnp.float64)
     ts = jnp.linspace(0.0, 16.0, 33)
-    sol = two_layer_flow(model, X, y, ts, time_scale=tau)
+    sol = two_layer_flow(X, y, model, ts, time_scale=tau)
     assert sol.ok and int(sol.stats["num_sliding_entries"]) > 0
 
     def gd(dt):
@@ -102,11 +102,11 @@ def test_jit_and_vmap_over_models():
     keys = jax.random.split(jax.random.PRNGKey(4), 3)
     models = jax.vmap(lambda k: balanced_init(6, 5, 1e-30, key=k, dtype=jnp.float64))(keys)
     ts = jnp.linspace(0.0, 30.0, 31)
-    run = jax.jit(jax.vmap(lambda m: two_layer_flow(m, X, y, ts, time_scale=jnp.log(1e30))))
+    run = jax.jit(jax.vmap(lambda m: two_layer_flow(X, y, m, ts, time_scale=jnp.log(1e30))))
     batch = run(models)
     assert bool(jnp.all(batch.ok))
     one = two_layer_flow(
-        jax.tree_util.tree_map(lambda x: x[1], models), X, y, ts, time_scale=jnp.log(1e30)
+        X, y, jax.tree_util.tree_map(lambda x: x[1], models), ts, time_scale=jnp.log(1e30)
     )
     np.testing.assert_allclose(batch.loss[1], one.loss, rtol=1e-6, atol=1e-14)
     assert float(batch.loss[1, -1]) < 1e-3 * float(batch.loss[1, 0])
