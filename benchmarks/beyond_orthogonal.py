@@ -92,7 +92,7 @@ def _morse_index(a, Z, y):
     """Negative eigenvalues of the Hessian of L(a, Z) = 1/(2n) |a relu(Z) - y|^2 below
     -1e-8 x the largest |eigenvalue|."""
     n = y.shape[0]
-    loss = lambda m, y: square_loss(m, jnp.eye(n), y)  # noqa: E731
+    loss = lambda m, y: square_loss(m, (jnp.eye(n), y))  # noqa: E731
     eig = hessian_spectrum(TwoLayerReLU(a, Z), loss, args=y).eigenvalues
     return jnp.sum(eig < -1e-8 * jnp.max(jnp.abs(eig)))
 
@@ -184,10 +184,6 @@ def _mse(model, data):
     return 0.5 * jnp.mean((jax.vmap(model)(X)[:, 0] - y) ** 2)
 
 
-def _square(model, data):
-    return square_loss(model, *data)
-
-
 def _scaled(model, scale):
     """The model with every inexact array times `scale`, in float64."""
     return jax.tree_util.tree_map(
@@ -246,7 +242,7 @@ def solvers(n, width, ps, max_steps) -> list:
                 )  # fmt: skip
                 record(case, p, "orthogonal_flow", sol, wall, ref)
             for name, units in (("gradient_flow units", neuron_units(model)), ("plain", None)):
-                sol, wall = _timed(_generic(_square, units, max_steps), model, (X, y), ts, tau)
+                sol, wall = _timed(_generic(square_loss, units, max_steps), model, (X, y), ts, tau)
                 record(case, p, name, sol, wall, ref)
         X = inputs(kx, "correlated", n, n + 1, 0.1)
         mlp = _scaled(eqx.nn.MLP(n + 1, 1, width, 1, activation=jax.nn.relu, key=kw), 10.0**-p)

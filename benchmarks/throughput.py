@@ -309,12 +309,12 @@ def compare_multi_index(samples: int, t_sim: float, t_floor: float, base_seed: i
     per_eval = 4 * samples * d * m  # the field's two matmuls; a save's forward pass is half
     flop = evals * per_eval + 2 * per_eval // 2
     floor = flop / peak
-    autodiff = jax.jit(jax.grad(lambda W: sample_loss(MeanFieldNet(W), X, yv, batch_size=batch)))
+    autodiff = jax.jit(jax.grad(lambda W: sample_loss(MeanFieldNet(W), (X, yv), batch_size=batch)))
     reference = jax.jit(lambda W: _autodiff_mean_field_flow(autodiff, W, t_floor))
     ref_s = best_seconds(lambda: reference(W0.W), repeats=1)
     W_ref, ref_steps = reference(W0.W)
     ref_floor = (6 * int(ref_steps) + 1) * per_eval / peak  # no saves there
-    written = jax.jit(lambda W: sample_loss_gradient(MeanFieldNet(W), X, yv, batch_size=batch))
+    written = jax.jit(lambda W: sample_loss_gradient(MeanFieldNet(W), (X, yv), batch_size=batch))
     before = best_seconds(lambda: autodiff(W0.W), repeats=3)
     after = best_seconds(lambda: written(W0.W), repeats=3)
     per_eval_floor = per_eval / peak

@@ -7,6 +7,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from theory.checks import (
     check_alpha,
+    check_data,
     check_dtype,
     check_finite,
     check_key,
@@ -95,15 +96,15 @@ def he_uniform_init(m: int, d: int, *, key: PRNGKeyArray, dtype=None) -> TwoLaye
     return TwoLayerReLU(a, W)
 
 
-def square_loss(
-    model: TwoLayerReLU, X: Float[Array, "n d"], y: Float[Array, " n"]
-) -> Float[Array, ""]:
-    """L(theta) = 1/(2n) sum_i (h(x_i) - y_i)^2.
+def square_loss(model: TwoLayerReLU, data: tuple) -> Float[Array, ""]:
+    """L(theta) = 1/(2n) sum_i (h(x_i) - y_i)^2 on `data` = (X, y), X (n, d) and y (n,): a
+    `loss(model, args)` for `integrators.gradient_flow` and `critical_point` as it stands.
 
     >>> model = TwoLayerReLU(jnp.array([1.0]), jnp.array([[1.0, 0.0]]))
-    >>> float(square_loss(model, jnp.eye(2), jnp.array([1.0, 2.0])))
+    >>> float(square_loss(model, (jnp.eye(2), jnp.array([1.0, 2.0]))))
     1.0
     """
+    X, y = check_data(data)
     check_shape("y", y, (jnp.shape(X)[0],))
     if jnp.shape(X)[0] == 0:
         raise ValueError("`X` must hold at least one sample, got none")

@@ -29,6 +29,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from theory import Readable, activation_function, dual_kernel
 from theory.checks import (
     check_activation,
+    check_data,
     check_dtype,
     check_finite,
     check_key,
@@ -266,20 +267,18 @@ def loss_decomposition(
 
 
 def sample_loss(
-    model: MeanFieldNet,
-    X: Float[Array, "n d"],
-    y: Float[Array, " n"],
-    *,
-    batch_size: int | None = None,
+    model: MeanFieldNet, data: tuple, *, batch_size: int | None = None
 ) -> Float[Array, ""]:
-    """1/(2n) sum_i (f_W(x_i) - y_i)^2, over batches of `batch_size` rows (n must divide).
+    """1/(2n) sum_i (f_W(x_i) - y_i)^2 on `data` = (X, y), over batches of `batch_size` rows
+    (n must divide): a `loss(model, args)` for `integrators.gradient_flow`.
 
     >>> net = MeanFieldNet(jnp.eye(2))
-    >>> float(sample_loss(net, jnp.eye(2), jnp.array([0.5, 0.5]), batch_size=1))
+    >>> float(sample_loss(net, (jnp.eye(2), jnp.array([0.5, 0.5])), batch_size=1))
     0.0
     """
     check_model("model", model, MeanFieldNet)
-    check_shape("y", y, (X.shape[0],))
+    X, y = check_data(data)
+    check_shape("y", y, (jnp.shape(X)[0],))
     W = check_finite("model.W", model.W)
     X, y = check_finite("X", X), check_finite("y", y)
     return _sample_loss(MeanFieldNet(W, model.activation), X, y, batch_size)
@@ -316,11 +315,7 @@ def _summed_over_batches(part, X, y, batch_size):
 
 
 def sample_loss_gradient(
-    model: MeanFieldNet,
-    X: Float[Array, "n d"],
-    y: Float[Array, " n"],
-    *,
-    batch_size: int | None = None,
+    model: MeanFieldNet, data: tuple, *, batch_size: int | None = None
 ) -> Float[Array, "m d"]:
     """grad_W of `sample_loss`, 1/(2n) sum_x (f_W(x) - y)^2, written out so that it costs the
     two matmuls U = X (W / nu)^T and S^T X (4 n d m FLOP) and one elementwise pass: with
@@ -334,11 +329,12 @@ def sample_loss_gradient(
 
     >>> net = MeanFieldNet(jnp.array([[1.0, 0.0], [0.0, 2.0]]))
     >>> X = jnp.array([[1.0, 1.0], [1.0, -1.0]]); y = jnp.array([0.5, 0.0])
-    >>> g = sample_loss_gradient(net, X, y, batch_size=1)
-    >>> bool(jnp.allclose(g, jax.grad(lambda W: sample_loss(MeanFieldNet(W), X, y))(net.W)))
+    >>> g = sample_loss_gradient(net, (X, y), batch_size=1)
+    >>> bool(jnp.allclose(g, jax.grad(lambda W: sample_loss(MeanFieldNet(W), (X, y)))(net.W)))
     True
     """
     check_model("model", model, MeanFieldNet)
+    X, y = check_data(data)
     W = check_finite("model.W", inexact(model.W, name="model.W"))
     d = W.shape[1]
     check_shape("X", X, (None, d))

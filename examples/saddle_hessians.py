@@ -38,7 +38,7 @@ X = jnp.eye(n)
 
 
 def loss(model, y):
-    return square_loss(model, X, y)
+    return square_loss(model, (X, y))
 
 
 matched = total = 0

@@ -237,7 +237,7 @@ def stable_gradient_descent(
     kernel_max = check_positive("kernel_max", kernel_max, scalar=True)  # 0 at a flat saddle
     halvings = check_positive_int("halvings", halvings, minimum=0)
     eta0 = 1.0 / kernel_max
-    loss0 = square_loss(model, X, y)
+    loss0 = square_loss(model, (X, y))
 
     def attempt(k):
         return gradient_descent(

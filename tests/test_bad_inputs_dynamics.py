@@ -13,6 +13,7 @@ NAN = float("nan")
 NET2 = D.TwoLayerReLU(jnp.array([1.0, -1.0]), jnp.eye(2))
 LEAKY = D.LeakyReLUNet(jnp.eye(2), jnp.array([1.0, -1.0]), 0.1)
 MF = D.MeanFieldNet(jnp.eye(2, 4))
+X64, Y6 = jnp.ones((6, 4)), jnp.ones(6)
 TARGET = D.standard_target(2, 4)
 
 CASES = {
@@ -107,7 +108,9 @@ CASES = {
         (lambda: D.signs_and_directions(NET2, 2 * jnp.eye(2)), ValueError, "orthonormal"),
         (lambda: D.signs_and_directions(NET2, jnp.eye(3)), ValueError, "`X`"),
     ],
-    "square_loss": [(lambda: D.square_loss(NET2, jnp.eye(2), jnp.ones((2, 1))), ValueError, "`y`")],
+    "square_loss": [
+        (lambda: D.square_loss(NET2, (jnp.eye(2), jnp.ones((2, 1)))), ValueError, "`y`")
+    ],
     "tangent_kernel": [(lambda: D.tangent_kernel(NET2, jnp.eye(3)), ValueError, "`X`")],
     "tangent_kernel_max": [
         (lambda: D.tangent_kernel_max(NET2, jnp.ones((2, 5))), ValueError, "`X`")
@@ -139,33 +142,41 @@ CASES = {
         ),
     ],
     "sample_loss": [
-        (lambda: D.sample_loss(MF, jnp.ones((6, 4)), jnp.ones((6, 1))), ValueError, "`y`"),
+        (lambda: D.sample_loss(MF, (jnp.ones((6, 4)), jnp.ones((6, 1)))), ValueError, "`y`"),
         (
-            lambda: D.sample_loss(MF, jnp.ones((6, 4)), jnp.ones(6), batch_size=4),
+            lambda: D.sample_loss(MF, (jnp.ones((6, 4)), jnp.ones(6)), batch_size=4),
             ValueError,
             "batch_size",
         ),
     ],
     "sample_loss_gradient": [
-        (lambda: D.sample_loss_gradient(MF, jnp.ones((6, 4)), jnp.ones(5)), ValueError, "`y`"),
-        (lambda: D.sample_loss_gradient(MF, jnp.ones((6, 3)), jnp.ones(6)), ValueError, "`X`"),
-        (lambda: D.sample_loss_gradient(MF, jnp.ones((6, 4)) * 1j, jnp.ones(6)), ValueError, "`X`"),
-        (lambda: D.sample_loss_gradient(MF, jnp.ones((6, 4)), jnp.full(6, NAN)), ValueError, "`y`"),
+        (lambda: D.sample_loss_gradient(MF, (jnp.ones((6, 4)), jnp.ones(5))), ValueError, "`y`"),
+        (lambda: D.sample_loss_gradient(MF, (jnp.ones((6, 3)), jnp.ones(6))), ValueError, "`X`"),
+        (
+            lambda: D.sample_loss_gradient(MF, (jnp.ones((6, 4)) * 1j, jnp.ones(6))),
+            ValueError,
+            "`X`",
+        ),
+        (
+            lambda: D.sample_loss_gradient(MF, (jnp.ones((6, 4)), jnp.full(6, NAN))),
+            ValueError,
+            "`y`",
+        ),
         (
             lambda: D.sample_loss_gradient(
-                eqx.tree_at(lambda m: m.W, MF, MF.W * (1 + 1j)), jnp.ones((6, 4)), jnp.ones(6)
+                eqx.tree_at(lambda m: m.W, MF, MF.W * (1 + 1j)), (jnp.ones((6, 4)), jnp.ones(6))
             ),
             ValueError,
             "`model.W`",
         ),
-        (lambda: D.sample_loss_gradient(NET2, jnp.ones((6, 2)), jnp.ones(6)), ValueError, "Mean"),
+        (lambda: D.sample_loss_gradient(NET2, (jnp.ones((6, 2)), jnp.ones(6))), ValueError, "Mean"),
         (
-            lambda: D.sample_loss_gradient(MF, jnp.ones((6, 4)), jnp.ones(6), batch_size=4),
+            lambda: D.sample_loss_gradient(MF, (jnp.ones((6, 4)), jnp.ones(6)), batch_size=4),
             ValueError,
             "batch_size",
         ),
         (
-            lambda: D.sample_loss_gradient(MF, jnp.ones((6, 4)), jnp.ones(6), batch_size=0),
+            lambda: D.sample_loss_gradient(MF, (jnp.ones((6, 4)), jnp.ones(6)), batch_size=0),
             ValueError,
             "batch_size",
         ),
@@ -209,7 +220,7 @@ CASES["leaky_relu"] += [(lambda: jax.jit(D.leaky_relu)(jnp.ones(2), 1.5), Except
 
 CASES["margin_loss"] += [(lambda: D.margin_loss(jnp.zeros(0)), ValueError, "at least one")]
 CASES["square_loss"] += [
-    (lambda: D.square_loss(NET2, jnp.zeros((0, 2)), jnp.zeros(0)), ValueError, "at least one")
+    (lambda: D.square_loss(NET2, (jnp.zeros((0, 2)), jnp.zeros(0))), ValueError, "at least one")
 ]
 CASES["signs_and_directions"] += [
     (lambda: D.signs_and_directions(NET2, jnp.zeros((0, 2))), ValueError, "at least one row")
@@ -218,10 +229,10 @@ CASES["signs_and_directions"] += [
 # trust round 2: NaN through the losses, the wrong network, infinite dof
 NAN_NET2 = D.TwoLayerReLU(jnp.array([NAN, -1.0]), jnp.eye(2))
 CASES["square_loss"] += [
-    (lambda: D.square_loss(NET2, jnp.full((2, 2), NAN), jnp.ones(2)), ValueError, "`X`"),
-    (lambda: D.square_loss(NET2, jnp.eye(2), jnp.array([NAN, 1.0])), ValueError, "`y`"),
-    (lambda: D.square_loss(NAN_NET2, jnp.eye(2), jnp.ones(2)), ValueError, "model.a"),
-    (lambda: D.square_loss(LEAKY, jnp.eye(2), jnp.ones(2)), ValueError, "TwoLayerReLU"),
+    (lambda: D.square_loss(NET2, (jnp.full((2, 2), NAN), jnp.ones(2))), ValueError, "`X`"),
+    (lambda: D.square_loss(NET2, (jnp.eye(2), jnp.array([NAN, 1.0]))), ValueError, "`y`"),
+    (lambda: D.square_loss(NAN_NET2, (jnp.eye(2), jnp.ones(2))), ValueError, "model.a"),
+    (lambda: D.square_loss(LEAKY, (jnp.eye(2), jnp.ones(2))), ValueError, "TwoLayerReLU"),
 ]
 CASES["margin_loss"] += [(lambda: D.margin_loss(jnp.array([NAN, 1.0])), ValueError, "margins")]
 CASES["log_margin_loss"] += [
@@ -232,7 +243,7 @@ CASES["population_loss"] += [
 ]
 CASES["sample_loss"] += [
     (
-        lambda: D.sample_loss(MF, jnp.ones((3, 4)), jnp.array([1.0, NAN, 0.0])),
+        lambda: D.sample_loss(MF, (jnp.ones((3, 4)), jnp.array([1.0, NAN, 0.0]))),
         ValueError,
         "`y`",
     )

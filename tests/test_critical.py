@@ -276,7 +276,7 @@ def test_plateau_hessian_unstable_rates_are_algorithm_1s():
     V = np.where(np.abs(V) < 1e-12 * np.linalg.norm(V, axis=1)[:, None], 0.0, V)
     basis = TwoLayerReLU(sol.model.a, jnp.asarray(V))
     eig = np.asarray(
-        hessian_spectrum(basis, lambda m, d: square_loss(m, *d), args=(jnp.eye(5), y)).eigenvalues
+        hessian_spectrum(basis, lambda m, d: square_loss(m, d), args=(jnp.eye(5), y)).eigenvalues
     )
     active = V > 0
     blocks = np.linalg.norm(np.where(active, np.asarray(y)[None, :], 0.0), axis=1) / 5

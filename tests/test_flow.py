@@ -107,7 +107,7 @@ def test_stats_and_solver_options():
 
 def _plain_gd_losses(X, y, model, eta, checkpoints, every):
     """GD on (a, W) themselves with the given X (no data basis): the dynamics of that X."""
-    grad = jax.grad(lambda m: square_loss(m, X, y))
+    grad = jax.grad(lambda m: square_loss(m, (X, y)))
 
     def checkpoint(m, _):
         m, _ = jax.lax.scan(
@@ -116,7 +116,7 @@ def _plain_gd_losses(X, y, model, eta, checkpoints, every):
             None,
             length=every,
         )
-        return m, square_loss(m, X, y)
+        return m, square_loss(m, (X, y))
 
     return jax.jit(lambda m: jax.lax.scan(checkpoint, m, None, length=checkpoints)[1])(model)
 

@@ -123,7 +123,7 @@ def test_two_layer_relu_against_orthogonal_flow():
     ref = orthogonal_flow(X, y, model, ts, time_scale=tau, rtol=1e-10, atol=1e-10)
     sol = gradient_flow(
         model,
-        lambda m, d: square_loss(m, *d),
+        lambda m, d: square_loss(m, d),
         ts,
         args=(X, y),
         time_scale=tau,

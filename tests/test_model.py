@@ -46,14 +46,14 @@ def test_model_and_loss():
     X = jnp.array([[1.0, 0.0], [0.0, -1.0], [3.0, 2.0]])
     np.testing.assert_allclose(model.predict(X), [2.0, 0.0, 4.0])
     np.testing.assert_allclose(jax.vmap(model)(X), model.predict(X))
-    np.testing.assert_allclose(square_loss(model, X, jnp.array([1.0, 0.0, 4.0])), 1 / 6)
+    np.testing.assert_allclose(square_loss(model, (X, jnp.array([1.0, 0.0, 4.0]))), 1 / 6)
     # relu'(0) = 0
     g = jax.grad(lambda m: m(jnp.array([0.0, 1.0])))(model)
     np.testing.assert_allclose(g.W[0], 0.0)
     with pytest.raises(ValueError, match="W"):
         TwoLayerReLU(jnp.ones(2), jnp.ones((3, 2)))
     with pytest.raises(ValueError, match="`y`"):
-        square_loss(model, X, jnp.ones((3, 1)))  # labels never broadcast
+        square_loss(model, (X, jnp.ones((3, 1))))  # labels never broadcast
 
 
 def test_signs_and_directions():

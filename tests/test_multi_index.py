@@ -30,7 +30,7 @@ def test_population_loss_against_monte_carlo(name):
     r2 = 0.5 * (net.predict(X) - target.predict(X)) ** 2
     mc, se = float(jnp.mean(r2)), float(jnp.std(r2)) / math.sqrt(X.shape[0])
     assert abs(float(population_loss(net, target)) - mc) < 4 * se
-    batched = sample_loss(net, X, target.predict(X), batch_size=50_000)
+    batched = sample_loss(net, (X, target.predict(X)), batch_size=50_000)
     np.testing.assert_allclose(batched, mc, rtol=1e-12)
 
 
@@ -125,9 +125,9 @@ def test_bad_inputs_name_the_argument():
     with pytest.raises(ValueError, match="activation"):
         population_loss(MeanFieldNet(jnp.ones((2, 4)), "relu"), standard_target(2, 4))
     with pytest.raises(ValueError, match="`y`"):
-        sample_loss(MeanFieldNet(jnp.ones((2, 4))), jnp.ones((6, 4)), jnp.ones((6, 1)))
+        sample_loss(MeanFieldNet(jnp.ones((2, 4))), (jnp.ones((6, 4)), jnp.ones((6, 1))))
     with pytest.raises(ValueError, match="batch_size"):
-        sample_loss(MeanFieldNet(jnp.ones((2, 4))), jnp.ones((6, 4)), jnp.ones(6), batch_size=4)
+        sample_loss(MeanFieldNet(jnp.ones((2, 4))), (jnp.ones((6, 4)), jnp.ones(6)), batch_size=4)
 
 
 @pytest.mark.parametrize("activation", ["abs", "relu", "gelu_even", "swish"])
@@ -137,8 +137,8 @@ def test_written_out_sample_gradient_is_autodiff(activation):
     X = jax.random.normal(jax.random.PRNGKey(1), (40, 5))
     y = jax.random.normal(jax.random.PRNGKey(2), (40,))
     for batch in (None, 8):
-        ours = sample_loss_gradient(MeanFieldNet(W, activation), X, y, batch_size=batch)
-        want = jax.grad(lambda W: sample_loss(MeanFieldNet(W, activation), X, y))(W)
+        ours = sample_loss_gradient(MeanFieldNet(W, activation), (X, y), batch_size=batch)
+        want = jax.grad(lambda W: sample_loss(MeanFieldNet(W, activation), (X, y)))(W)
         np.testing.assert_allclose(ours, want, rtol=1e-12, atol=1e-15)
 
 
@@ -147,5 +147,5 @@ def test_sample_loss_gradient_has_the_weights_dtype():
     W = mean_field_init(6, 4, key=jax.random.PRNGKey(0), dtype=jnp.float32).W
     X = jax.random.normal(jax.random.PRNGKey(1), (8, 4), jnp.float64)
     for batch in (None, 4):
-        g = sample_loss_gradient(MeanFieldNet(W), X, jnp.ones(8), batch_size=batch)
+        g = sample_loss_gradient(MeanFieldNet(W), (X, jnp.ones(8)), batch_size=batch)
         assert g.dtype == jnp.float32

@@ -88,7 +88,7 @@ def test_numpy_integer_dof_is_a_number():
 
 def test_losses_check_finiteness_under_jit_too():
     net = D.TwoLayerReLU(jnp.array([1.0]), jnp.array([[1.0, 0.0]]))
-    loss = jax.jit(lambda X: D.square_loss(net, X, jnp.ones(2)))
+    loss = jax.jit(lambda X: D.square_loss(net, (X, jnp.ones(2))))
     assert float(loss(jnp.eye(2))) == 0.25  # residuals (0, -1)
     with pytest.raises(Exception, match="`X` must be finite"):
         loss(jnp.full((2, 2), jnp.nan))
@@ -226,7 +226,7 @@ def test_two_homogeneous_quantities_overflow_to_inf_not_nan():
     np.testing.assert_allclose(D.MeanFieldNet(W * 1e100).predict(X) / 1e200, ref, rtol=1e-13)
     assert np.all(np.isposinf(D.MeanFieldNet(W * 1e200).predict(X)))
     y = jnp.zeros(4)
-    assert np.isposinf(D.sample_loss(D.MeanFieldNet(W * 1e200), X, y))
+    assert np.isposinf(D.sample_loss(D.MeanFieldNet(W * 1e200), (X, y)))
     net = D.TwoLayerReLU(jnp.array([1.0, -0.5]), jnp.array([[1.0, 0.0], [0.3, 0.2]]))
     lam = D.tangent_kernel_max(net, jnp.eye(2))
     big = D.tangent_kernel_max(D.TwoLayerReLU(net.a * 1e100, net.W * 1e100), jnp.eye(2))

@@ -52,10 +52,10 @@ def test_per_unit_log_scale_gives_the_orthogonal_flow_at_alpha_1e30():
     tau = jnp.log(1e30)
     ts = jnp.linspace(0.0, 30.0, 61)
     ref = orthogonal_flow(X, y, model, ts, time_scale=tau, rtol=1e-9, atol=1e-9)
-    plain = gradient_flow(model, lambda m, a: square_loss(m, *a), ts, args=(X, y), time_scale=tau)
+    plain = gradient_flow(model, lambda m, a: square_loss(m, a), ts, args=(X, y), time_scale=tau)
     assert np.max(np.abs(np.asarray(plain.loss - ref.loss))) > 1e-2  # never leaves the saddle
     gen = gradient_flow(
-        model, lambda m, a: square_loss(m, *a), ts, args=(X, y), time_scale=tau,
+        model, lambda m, a: square_loss(m, a), ts, args=(X, y), time_scale=tau,
         units=neuron_units(model), rtol=1e-9, atol=1e-9,
     )  # fmt: skip
     assert gen.ok and gen.log_scale.shape == (61, 8)
@@ -76,16 +76,16 @@ def test_correlated_flow_is_the_limit_of_gradient_descent():
 
     def gd(dt):
         every = int(round(0.5 / dt))
-        grad = jax.grad(lambda p: square_loss(TwoLayerReLU(*p), X, y))
+        grad = jax.grad(lambda p: square_loss(TwoLayerReLU(*p), (X, y)))
 
         def save(p, _):
             p = jax.lax.fori_loop(
                 0, every, lambda i, q: jax.tree_util.tree_map(
                     lambda x, g: x - dt * tau * g, q, grad(q)), p)  # fmt: skip
-            return p, square_loss(TwoLayerReLU(*p), X, y)
+            return p, square_loss(TwoLayerReLU(*p), (X, y))
 
         _, L = jax.jit(lambda p: jax.lax.scan(save, p, None, length=32))((model.a, model.W))
-        return np.r_[float(square_loss(model, X, y)), np.asarray(L)]
+        return np.r_[float(square_loss(model, (X, y))), np.asarray(L)]
 
     coarse, fine = gd(4e-4), gd(1e-4)
     extrapolated = fine + (fine - coarse) / 3.0

@@ -338,6 +338,20 @@ def check_key(key, name: str = "key"):
     raise ValueError(f"{expected}, got {type(key).__name__} {shown}")
 
 
+def check_data(data, name: str = "data"):
+    """A loss's `args`: the pair (X, y) of inputs (n, d) and labels (n,). Returns X, y.
+
+    >>> check_data(jnp.eye(2))
+    Traceback (most recent call last):
+    ValueError: `data` must be the pair (X, y) of inputs and labels, got ArrayImpl
+    """
+    if not (isinstance(data, tuple | list) and len(data) == 2):
+        raise ValueError(
+            f"`{name}` must be the pair (X, y) of inputs and labels, got {type(data).__name__}"
+        )
+    return data[0], data[1]
+
+
 def check_flag(name: str, value) -> bool:
     """A switch: exactly True or False (not 0, 1 or a string); returns it.
 
