@@ -63,7 +63,7 @@ def run(instance, family, n, d, c, log10_inv_alpha, width):
     signs, directions = signs_and_directions(model, loewdin(X))
     pred = saddle_jumps(y, signs, directions, time_scale=tau)
     ts = jnp.linspace(0.0, pred.horizon(HORIZON), GRID)
-    sol = two_layer_flow(X, y, model, ts, time_scale=tau, save_params=True)
+    sol = two_layer_flow(X, y, model, ts, time_scale=tau, save_trajectory=True)
     traj = sol.trajectory
     return {
         "loss": sol.loss,

@@ -11,7 +11,6 @@ table (order, predicted plateau, measured loss, predicted and measured stage tim
                                      [--samples N] [--d 100 --r 20 --m 250]
 """
 
-import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -64,7 +63,7 @@ def run(instance, weight_decay, d, r, m, activation, samples, t_end, decay_off):
         samples=(X, y) if samples else None,
         batch_size=min(BATCH, samples) if samples else None,
         # finite-sample solves take minutes: print how far along (in simulated time) they are
-        progress_meter=diffrax.TextProgressMeter(minimum_increase=0.05) if samples else None,
+        progress=bool(samples),
     )
     c = hermite_coefficients(activation, 2)
     beta0 = jnp.stack([sol.beta1[0], sol.beta2[0]])
@@ -116,12 +115,12 @@ def _analyse(o, s, weight_decay, activation, r, d, m, decay_off) -> dict:
         weight_decay=weight_decay,
         initial_alignment=o["initial_alignment"][s],
     )
-    pred = {k: float(getattr(pred, k)) for k in ("tau_0", "tau_2", "tau_4")}
+    pred = {k: float(getattr(pred, k)) for k in ("t_0", "t_2", "t_4")}
     measured = measured_stage_times(
         ts, o["alpha"][s], o["q"][s], o["alignment_mean"][s], equilibrium=float(eq.mass[0])
     ).tolist()
     table = []
-    stages = zip(("0", "2", ">=4"), ("tau_0", "tau_2", "tau_4"), strict=True)
+    stages = zip(("0", "2", ">=4"), ("t_0", "t_2", "t_4"), strict=True)
     for k, (order, tau) in enumerate(stages):
         table.append(
             {
@@ -136,7 +135,7 @@ def _analyse(o, s, weight_decay, activation, r, d, m, decay_off) -> dict:
             }
         )
     switch = _switch_off(o, s, activation, r, d, decay_off, eq, measured)
-    # prediction errors over the degree-2 stage, [tau_0, tau_2] (measured times)
+    # prediction errors over the degree-2 stage, [t_0, t_2] (measured times)
     lo, hi = table[0]["measured_time"], table[1]["measured_time"]
     window = (ts >= lo) & (ts <= hi)
     errs = {}

@@ -17,6 +17,7 @@ from theory.checks import (
     check_shape,
     inexact,
 )
+from theory.numerics import binary_exponent, times_power_of_two
 
 
 class TwoLayerReLU(eqx.Module):
@@ -178,14 +179,10 @@ def tangent_kernel_max(model: TwoLayerReLU, X: Float[Array, "n d"]) -> Float[Arr
     check_shape("X", X, (None, model.W.shape[1]))
     model, X = _finite_model_and_inputs(model, X)
 
-    def exponent(*xs):
-        top = max(jnp.max(jnp.abs(x)) for x in xs)
-        return jnp.floor(jnp.log2(jnp.where(top > 0, top, 1.0))).astype(jnp.int32)
-
-    e, ex = exponent(model.a, model.W), exponent(X)  # K is also 2-homogeneous in X
-    scaled = TwoLayerReLU(jnp.ldexp(model.a, -e), jnp.ldexp(model.W, -e))
-    lam = jnp.linalg.eigvalsh(tangent_kernel(scaled, jnp.ldexp(X, -ex)))[-1]
-    return jnp.ldexp(lam, 2 * (e + ex))
+    e, ex = binary_exponent(model.a, model.W), binary_exponent(X)  # also 2-homogeneous in X
+    scaled = TwoLayerReLU(times_power_of_two(model.a, -e), times_power_of_two(model.W, -e))
+    lam = jnp.linalg.eigvalsh(tangent_kernel(scaled, times_power_of_two(X, -ex)))[-1]
+    return times_power_of_two(times_power_of_two(lam, e + ex), e + ex)
 
 
 def half_squared_norm(model) -> Float[Array, ""]:

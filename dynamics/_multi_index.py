@@ -39,6 +39,7 @@ from theory.checks import (
     check_shape,
     inexact,
 )
+from theory.numerics import binary_exponent, times_power_of_two
 
 
 class MultiIndexTarget(eqx.Module):
@@ -118,12 +119,12 @@ class MeanFieldNet(eqx.Module):
         """f_W(x_i) for every row of `X`."""
         # f is 2-homogeneous: formed on W / 2^e (max |W| / 2^e in [1, 2), exact) and scaled
         # back by 4^e, so ||w||^2 neither over- nor underflows (1e200 gave 0 x inf = NaN)
-        e = jax.lax.stop_gradient(_binary_exponent(self.W))
-        W = jnp.ldexp(self.W, -e)
+        e = binary_exponent(self.W)
+        W = times_power_of_two(self.W, -e)
         norms = jnp.linalg.norm(W, axis=1)
         pre = (X @ W.T) / jnp.where(norms > 0, norms, 1.0)  # a zero neuron adds 0
         value = activation_function(self.activation)(pre) @ (norms**2) / W.shape[0]
-        return jnp.ldexp(value, 2 * e)
+        return times_power_of_two(times_power_of_two(value, e), e)
 
 
 def mean_field_init(
@@ -139,13 +140,6 @@ def mean_field_init(
     dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
     key = check_key(key)
     return MeanFieldNet(jax.random.normal(key, (m, d), dtype) / jnp.sqrt(d), activation)
-
-
-def _binary_exponent(x):
-    """e with max |x| / 2^e in [1, 2) (0 for an all-zero or non-finite x)."""
-    top = jnp.max(jnp.abs(x))
-    top = jnp.where((top > 0) & jnp.isfinite(top), top, 1.0)
-    return jnp.floor(jnp.log2(top)).astype(jnp.int32)
 
 
 def _unit(W):

@@ -53,7 +53,7 @@ for seed in range(seeds):
     times = np.asarray(pred.times[: int(pred.num_jumps)])
     mids = np.r_[0.5 * times[0], 0.5 * (times[:-1] + times[1:])]
     sol = orthogonal_flow(X, y, model, jnp.asarray(np.r_[0.0, mids]), time_scale=tau,
-                          save_params=True, rtol=1e-10, atol=1e-10)  # fmt: skip
+                          save_trajectory=True, rtol=1e-10, atol=1e-10)  # fmt: skip
     for k in range(mids.size):
         plateau = float(pred.initial_plateau if k == 0 else pred.plateaus[k - 1])
         if abs(float(sol.loss[k + 1]) / plateau - 1) > 1e-3:

@@ -144,7 +144,7 @@ class OrthogonalFlowSolution(AbstractSolution):
     """Result of `orthogonal_flow`.
 
     - `ts` (T,): save times (rescaled clock); `loss` (T,): L at those times.
-    - `trajectory`: the model at every save time (leading axis T) when `save_params=True`,
+    - `trajectory`: the model at every save time (leading axis T) when `save_trajectory=True`,
       else `None`.
     - `model`: the parameters at the final time `ts[-1]`.
     - `log_scale` (T, m): kappa_j = log ||(a_j, live v_j)|| at the save times: the neuron
@@ -180,7 +180,7 @@ def orthogonal_flow(
     rtol: float = 1e-7,
     atol: float = 1e-7,
     max_steps: int = 100_000,
-    save_params: bool = False,
+    save_trajectory: bool = False,
     solver: diffrax.AbstractAdaptiveSolver | None = None,
     hold_live: bool = True,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
@@ -225,25 +225,25 @@ def orthogonal_flow(
     max_steps = check_solver_options(rtol, atol, max_steps)
     model = TwoLayerReLU(check_finite("model.a", model.a), check_finite("model.W", model.W))
     hold_live = check_flag("hold_live", hold_live)
-    save_params = check_flag("save_params", save_params)
+    save_trajectory = check_flag("save_trajectory", save_trajectory)
     solver = diffrax.Dopri5() if solver is None else solver
     if hold_live:
         solver = HoldArgs(solver, _held_live, _overshoot)
     if stepsize_controller is None:
         stepsize_controller = default_controller(rtol, atol)
-    out = _solve(X, y, model, ts, tau, solver, stepsize_controller, max_steps, save_params)
+    out = _solve(X, y, model, ts, tau, solver, stepsize_controller, max_steps, save_trajectory)
     return out.raise_if_failed(throw)
 
 
 @eqx.filter_jit
-def _solve(X, y, model, ts, tau, solver, stepsize_controller, max_steps, save_params):
+def _solve(X, y, model, ts, tau, solver, stepsize_controller, max_steps, save_trajectory):
     """The solve itself, compiled once per shape and option set (the inputs are checked)."""
     state0, v_frozen = _initial_state(model, X)
     w_perp = model.W - (model.W @ X.T) @ X
     frame = _Frame(X, y, tau, v_frozen, w_perp)
 
     def save(t, state, frame):
-        params = _to_model(state, frame) if save_params else None
+        params = _to_model(state, frame) if save_trajectory else None
         return _loss(state, frame.y), state.log_scale, params
 
     sol = diffrax.diffeqsolve(

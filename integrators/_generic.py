@@ -74,7 +74,7 @@ class GradientFlowSolution(AbstractSolution):
     - `observables`: what `observables(t, model, args)` returned, with a leading T axis
       (`None` without it).
     - `model`: the model at `ts[-1]` (or at the steady state); `trajectory`: the model at
-      every save time, leading axis T, when `save_model=True`, else `None`.
+      every save time, leading axis T, when `save_trajectory=True`, else `None`.
     - `steady_time`: the time at which ||grad|| fell below `steady_state` (`inf` if never or
       without it); later saved values repeat the steady state's.
     - `time_scale`: tau; `result`, `stats`: diffrax's outcome and step counts.
@@ -113,7 +113,7 @@ def gradient_flow(
     args=None,
     time_scale=1.0,
     observables=None,
-    save_model: bool = False,
+    save_trajectory: bool = False,
     steady_state=None,
     units=None,
     hold_kinks: bool = True,
@@ -136,7 +136,7 @@ def gradient_flow(
     - `args`: passed to `loss` and `observables` (data, labels...).
     - `time_scale`: tau > 0 (e.g. log(1/alpha)).
     - `observables`: optional `fn(t, model, args) -> pytree`, saved at `ts`.
-    - `save_model`: save the model at every save time (`trajectory`).
+    - `save_trajectory`: save the model at every save time (`trajectory`).
     - `steady_state`: stop where ||grad|| falls to this (located by root finding on the
       step's dense output, to the solver's tolerance); `None`: run to `ts[-1]`.
     - `units`: integer unit labels shaped like the model's arrays (`neuron_units(model)`;
@@ -178,7 +178,7 @@ def gradient_flow(
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
     hold_kinks = check_flag("hold_kinks", hold_kinks)
-    save_model = check_flag("save_model", save_model)
+    save_trajectory = check_flag("save_trajectory", save_trajectory)
     max_sliding = check_positive_int("max_sliding", max_sliding)
     shape = eqx.filter_eval_shape(loss, model, args)
     if not (hasattr(shape, "shape") and shape.shape == ()):
@@ -206,7 +206,13 @@ def gradient_flow(
     )
     solver = diffrax.Tsit5() if solver is None else solver
     options = _Options(
-        observables, save_model, hold_kinks, max_sliding, solver, stepsize_controller, max_steps
+        observables,
+        save_trajectory,
+        hold_kinks,
+        max_sliding,
+        solver,
+        stepsize_controller,
+        max_steps,
     )
     out = _solve(params, static, loss, ts, args, tau, tol, scale, floor, options)
     return out.raise_if_failed(throw)
@@ -228,7 +234,7 @@ class _Options(eqx.Module):
     """What selects the compiled program besides the shapes (static for `_solve`)."""
 
     observables: object
-    save_model: bool
+    save_trajectory: bool
     hold_kinks: bool
     max_sliding: int
     solver: diffrax.AbstractSolver
@@ -239,9 +245,9 @@ class _Options(eqx.Module):
 @eqx.filter_jit
 def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
     """The solve, compiled once per shapes and options (the inputs are checked)."""
-    observables, save_model, hold_kinks = (
+    observables, save_trajectory, hold_kinks = (
         options.observables,
-        options.save_model,
+        options.save_trajectory,
         options.hold_kinks,
     )
     solver, stepsize_controller = options.solver, options.stepsize_controller
@@ -289,7 +295,7 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
         out = (value, _tree_norm(g), None if scale is None else y[0])
         if observables is not None:
             out = out + (observables(t, eqx.combine(p, static), held.user),)
-        return out + ((p,) if save_model else ())
+        return out + ((p,) if save_trajectory else ())
 
     event = None
     if tol is not None:
@@ -356,7 +362,7 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
         observables=saved[3] if observables is not None else None,
         log_scale=saved[2],
         model=eqx.combine(to_params(y_final), static),
-        trajectory=(eqx.combine(saved[-1], static) if save_model else None),
+        trajectory=(eqx.combine(saved[-1], static) if save_trajectory else None),
         steady_time=jnp.where(stopped, t_stop, jnp.inf),
         time_scale=tau,
         result=result,

@@ -198,7 +198,7 @@ class TwoLayerFlowSolution(AbstractSolution):
     - `ts` (T,): save times; `loss` (T,): L there; `log_scale` (T, m): kappa_j, the log size
       ||(a_j, z_j)|| of every neuron (finite where exp(kappa) underflows).
     - `model`: the net at `ts[-1]`; `trajectory`: the net at every save time (leading axis T)
-      when `save_params=True`, else `None`.
+      when `save_trajectory=True`, else `None`.
     - `pattern` (m, n): the final activation pattern of z_ji: 0 inactive, 1 active,
       2 sliding (on the kink).
     - `time_scale`: tau; `gram` (n, n): the Gram matrix the flow used (after `gram_tol`).
@@ -454,7 +454,7 @@ def two_layer_flow(
     max_steps: int = 100_000,
     max_kink_events: int = 4096,
     gram_tol: float | None = None,
-    save_params: bool = False,
+    save_trajectory: bool = False,
     solver: diffrax.AbstractAdaptiveSolver | None = None,
     throw: bool = False,
 ) -> TwoLayerFlowSolution:
@@ -479,7 +479,7 @@ def two_layer_flow(
     - `gram_tol`: where max |X X^T - I| <= gram_tol the Gram matrix is taken to be I
       exactly (default 64 n eps of the dtype: rounding, not data); 0 keeps X X^T as
       computed.
-    - `save_params`: also return the net at every save time. `throw=True` raises on failure.
+    - `save_trajectory`: also return the net at every save time. `throw=True` raises on failure.
 
     **Returns:** a `TwoLayerFlowSolution`. `jax.jit` and `jax.vmap` over models and data
     work (a batch runs as many kink events as its slowest member).
@@ -530,13 +530,13 @@ def two_layer_flow(
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
     max_kink_events = check_positive_int("max_kink_events", max_kink_events)
-    save_params = check_flag("save_params", save_params)
+    save_trajectory = check_flag("save_trajectory", save_trajectory)
     if gram_tol is None:
         gram_tol = 64 * n * float(jnp.finfo(dtype).eps)
     gram_tol = float(check_positive("gram_tol", gram_tol, allow_zero=True, scalar=True))
     model = TwoLayerReLU(check_finite("model.a", model.a), check_finite("model.W", model.W))
     solver = diffrax.Dopri5() if solver is None else solver
-    options = (rtol, atol, max_steps, save_params)
+    options = (rtol, atol, max_steps, save_trajectory)
     limits = (jnp.asarray(max_kink_events), jnp.asarray(gram_tol, dtype))
     return _solve(model, X, y, ts, tau, limits, solver, options).raise_if_failed(throw)
 
@@ -544,7 +544,7 @@ def two_layer_flow(
 @eqx.filter_jit
 def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolution:
     """The flow itself, compiled once per shape and option set (the checks are done)."""
-    rtol, atol, max_steps, save_params = options
+    rtol, atol, max_steps, save_trajectory = options
     max_kink_events, gram_tol = limits
     n = X.shape[0]
     dtype = X.dtype
@@ -662,7 +662,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
     loss, log_scale, psis = c["saved"]
     kappa, psi = c["state"]
     trajectory = None
-    if save_params:
+    if save_trajectory:
         trajectory = jax.vmap(lambda k, p: _to_model(k, p, model, Z0, X_pinv))(log_scale, psis)
     return TwoLayerFlowSolution(
         ts=ts,

@@ -85,7 +85,7 @@ class VanishingFlowSolution(AbstractSolution):
     - `cost` (T,): 1/2 ||theta||^2 = sum_j a_j^2 = sum_j exp(2 tau ell_j) (balancedness).
     - `final_exponents` (m,), `final_directions` (m, n): ell_j and psi_j = v_j / ||w_j|| at
       `ts[-1]` (0 on components that reached the kink, the initial value on components frozen
-      from the start). `trajectory_directions` (T, m, n) when `save_directions=True`, else `None`.
+      from the start). `trajectory` (T, m, n) when `save_trajectory=True`, else `None`.
     - `signs` (m,), `initial_directions` (m, n), `time_scale` (tau = log(1/alpha)): the inputs.
     - `stats` (diffrax's `num_steps`, `num_accepted_steps`, `num_rejected_steps`) and
       `result` (a `theory.RESULTS` item); `ok` is True where the solve succeeded. After a
@@ -106,7 +106,7 @@ class VanishingFlowSolution(AbstractSolution):
     cost: Float[Array, " T"]
     final_exponents: Float[Array, " m"]
     final_directions: Float[Array, "m n"]
-    trajectory_directions: Float[Array, "T m n"] | None
+    trajectory: Float[Array, "T m n"] | None
     signs: Float[Array, " m"]
     initial_directions: Float[Array, "m n"]
     time_scale: Float[Array, ""]
@@ -254,7 +254,7 @@ def vanishing_flow(
     rtol: float = 1e-9,
     atol: float = 1e-9,
     max_steps: int = 1_000_000,
-    save_directions: bool = False,
+    save_trajectory: bool = False,
     solver: diffrax.AbstractAdaptiveSolver | None = None,
     hold_live: bool = True,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
@@ -311,7 +311,7 @@ def vanishing_flow(
     y = check_finite("y", inexact(y, dtype, name="y"))
     ts = check_time_grid("ts", ts, dtype)
     hold_live = check_flag("hold_live", hold_live)
-    save_directions = check_flag("save_directions", save_directions)
+    save_trajectory = check_flag("save_trajectory", save_trajectory)
     if stepsize_controller is None:
         # PI damping is for an explicit solver at its stability limit (`default_controller`);
         # the L-stable default has none, and a plain I controller takes 12% fewer steps
@@ -323,12 +323,12 @@ def vanishing_flow(
         )
     solver = _solver(solver, hold_live)
     out = _solve(y, signs, directions, ts, tau, solver, stepsize_controller, max_steps,
-                 save_directions)  # fmt: skip
+                 save_trajectory)  # fmt: skip
     return out.raise_if_failed(throw)
 
 
 @eqx.filter_jit
-def _solve(y, signs, directions, ts, tau, solver, stepsize_controller, max_steps, save_directions):
+def _solve(y, signs, directions, ts, tau, solver, stepsize_controller, max_steps, save_trajectory):
     """The solve itself, compiled once per shape and option set (the inputs are checked)."""
     args = (signs, y, tau)
 
@@ -340,7 +340,7 @@ def _solve(y, signs, directions, ts, tau, solver, stepsize_controller, max_steps
         ell, psi = state
         r = rescaled.residual(tau * ell, signs, jax.nn.relu(psi), y)
         out = (0.5 * jnp.mean(r * r), ell, jnp.sum(jnp.exp(2.0 * tau * ell)))
-        return out + ((reported(psi),) if save_directions else ())
+        return out + ((reported(psi),) if save_trajectory else ())
 
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_vector_field),
@@ -363,7 +363,7 @@ def _solve(y, signs, directions, ts, tau, solver, stepsize_controller, max_steps
         cost=saved[2],
         final_exponents=ell1[-1],
         final_directions=reported(psi1[-1]),
-        trajectory_directions=saved[3] if save_directions else None,
+        trajectory=saved[3] if save_trajectory else None,
         signs=signs,
         initial_directions=directions,
         time_scale=tau,

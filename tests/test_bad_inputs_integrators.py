@@ -308,9 +308,9 @@ CASES["margin_gradient_descent"] += [
 
 CASES["orthogonal_flow"] += [
     (
-        lambda: I.orthogonal_flow(X2, Y2, NET, TS, time_scale=5.0, save_params="False"),
+        lambda: I.orthogonal_flow(X2, Y2, NET, TS, time_scale=5.0, save_trajectory="False"),
         ValueError,
-        "save_params",
+        "save_trajectory",
     ),
     (lambda: I.orthogonal_flow(X2, Y2, NET, TS, time_scale=5.0, rtol=True), ValueError, "rtol"),
 ]

@@ -262,8 +262,8 @@ CASES["mass_ode"] += [
 CASES["stage_times"] += [
     (lambda: T.stage_times(**_ST, alpha0=5.0), ValueError, "alpha0"),
     (lambda: T.stage_times(**_ST | {"weight_decay": 100.0}), ValueError, "equilibrium"),
-    (lambda: T.stage_times(**_ST, eta=1.5), ValueError, "eta"),
-    (lambda: T.stage_times(**_ST, eta=0.5 + 1j), ValueError, "`eta` must be real"),
+    (lambda: T.stage_times(**_ST, threshold=1.5), ValueError, "threshold"),
+    (lambda: T.stage_times(**_ST, threshold=0.5 + 1j), ValueError, "`threshold` must be real"),
     (lambda: T.stage_times(**_ST, eps=jnp.array([0.1, 0.2])), ValueError, "`eps`"),
     (lambda: T.stage_times(**_ST, initial_alignment=1.5), ValueError, "initial_alignment"),
     (lambda: T.stage_times(**_ST, initial_alignment=jnp.ones(3)), ValueError, "initial_alignment"),
@@ -445,6 +445,14 @@ CASES["dense_shifted_solve"] += [
         ValueError,
         "singular",
     ),
+]
+CASES["times_power_of_two"] = [
+    (lambda: TN.times_power_of_two(jnp.ones(2), 2.5), ValueError, "`e` must be an integer"),
+    (lambda: TN.times_power_of_two("1", 2), ValueError, "`x`"),
+]
+CASES["binary_exponent"] = [
+    (lambda: TN.binary_exponent(), ValueError, "at least one"),
+    (lambda: TN.binary_exponent(jnp.ones(2) * 1j), ValueError, "real"),
 ]
 CASES["default_controller"] = [
     (lambda: TN.default_controller(-1.0, 1e-9), ValueError, "`rtol`"),

@@ -32,7 +32,7 @@ def test_conservation_law(init):
     else:
         model = balanced_init(10, 9, 1e-3, key=kw)
     ts = jnp.linspace(0.0, 30.0 if init == "balanced" else 5.0, 50)
-    sol = orthogonal_flow(X, y, model, ts, time_scale=10.0, save_params=True)
+    sol = orthogonal_flow(X, y, model, ts, time_scale=10.0, save_trajectory=True)
     assert bool(sol.ok)
     c = jax.vmap(_balance)(sol.trajectory)
     scale = jnp.max(jnp.abs(sol.model.a)) ** 2

@@ -87,7 +87,7 @@ def test_steady_state_event_and_trajectory():
         return 0.5 * jnp.sum((m(x) - target) ** 2)
 
     ts = jnp.linspace(0.0, 20.0, 9)
-    sol = gradient_flow(model, loss, ts, args=1.0, steady_state=1e-6, save_model=True)
+    sol = gradient_flow(model, loss, ts, args=1.0, steady_state=1e-6, save_trajectory=True)
     assert sol.ok and 0 < float(sol.steady_time) < 20.0
     later = np.asarray(ts) > float(sol.steady_time)
     # held at the located event, where ||grad|| = steady_state to rounding

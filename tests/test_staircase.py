@@ -92,12 +92,12 @@ def test_tensor_power_is_monotone_to_its_fixed_point():
 def test_stage_times_order_and_the_throw_convention():
     # 2 log(m) / r = 0.75 < 1 - eps: the tensor-power phase has somewhere to go
     st = stage_times(activation="abs", r=8, d=40, m=20, weight_decay=0.4)
-    assert bool(st.ok) and 0 < float(st.tau_0) < float(st.tau_2) < float(st.tau_4) < np.inf
+    assert bool(st.ok) and 0 < float(st.t_0) < float(st.t_2) < float(st.t_4) < np.inf
     assert int(st.stats["num_steps"]) > 0
-    # the closed-form tau_0 against stage 0's logistic: alpha~ is 90% of the way there
+    # the closed-form t_0 against stage 0's logistic: alpha~ is 90% of the way there
     eq = stage_equilibria("abs", 8, 40, 0.4)
     K = eq.mass[0]
-    np.testing.assert_allclose(eq.relax(1.0, st.tau_0, 0), 1 + 0.9 * (K - 1))
+    np.testing.assert_allclose(eq.relax(1.0, st.t_0, 0), 1 + 0.9 * (K - 1))
     # with d -> infinity stage 0 is the degree-0 mass ODE
     c0 = hermite_coefficients("abs", 0)[0]
     eq_inf = stage_equilibria("abs", 8, None, 0.4)
@@ -112,7 +112,7 @@ def test_stage_times_order_and_the_throw_convention():
     common = dict(activation="abs", r=8, d=40, m=20, weight_decay=0.4)
     done = stage_times(**common, initial_alignment=jnp.full(8, 0.95))
     poor = stage_times(**common, initial_alignment=jnp.full(8, 0.2))
-    assert float(done.tau_4) == float(done.tau_2) < float(st.tau_4) < float(poor.tau_4)
+    assert float(done.t_4) == float(done.t_2) < float(st.t_4) < float(poor.t_4)
 
 
 def test_weight_decay_plateaus_and_measured_stage_times():

@@ -186,9 +186,9 @@ def test_mass_ode_from_a_huge_or_tiny_start_has_no_cancellation():
 
 
 def test_stage_zero_time_at_a_tiny_threshold_is_finite():
-    # tau_0 = log(target / (alpha0 eta)) / rate; K / target - 1 once rounded to 0 (tau_0 = inf)
+    # t_0 = log(target / (alpha0 eta)) / rate; K / target - 1 once rounded to 0 (t_0 = inf)
     kw = dict(activation="abs", r=8, d=40, m=20, weight_decay=0.4, horizon=1.0, points=11)
-    t1, t2 = T.stage_times(**kw, eta=1e-100).tau_0, T.stage_times(**kw, eta=1e-200).tau_0
+    t1, t2 = T.stage_times(**kw, threshold=1e-100).t_0, T.stage_times(**kw, threshold=1e-200).t_0
     rate = T.stage_equilibria("abs", 8, 40, 0.4).rate[0]
     np.testing.assert_allclose(float(t2 - t1), 100 * np.log(10) / float(rate), rtol=1e-12)
 
@@ -238,3 +238,18 @@ def test_two_homogeneous_quantities_overflow_to_inf_not_nan():
     big_x = D.tangent_kernel_max(net, jnp.eye(2) * 1e100)
     np.testing.assert_allclose(big_x / 1e200, lam, rtol=1e-13)
     assert np.isposinf(D.tangent_kernel_max(net, jnp.eye(2) * 1e200))
+
+
+def test_rescaling_keeps_gradients_exact_at_zero_entries():
+    # jnp.ldexp's derivative at x = 0 reads 1, not 2^e: the power-of-2 rescaling of
+    # MeanFieldNet.predict once gave a wrong autodiff gradient wherever a weight was 0
+    from theory.numerics import times_power_of_two
+
+    np.testing.assert_allclose(
+        jax.grad(lambda x: times_power_of_two(x, -3).sum())(jnp.zeros(2)), 0.125
+    )
+    W = jnp.array([[1.0, 0.0], [0.0, 2.0]])  # max |W| = 2: scaled by 2^-1
+    X, y = jnp.array([[1.0, 1.0], [1.0, -1.0]]), jnp.array([0.5, 0.0])
+    written = D.sample_loss_gradient(D.MeanFieldNet(W), (X, y))
+    autodiff = jax.grad(lambda W: D.sample_loss(D.MeanFieldNet(W), (X, y)))(W)
+    np.testing.assert_allclose(autodiff, written, rtol=1e-14, atol=1e-15)

@@ -29,6 +29,7 @@ from jax.scipy.stats import norm as _normal
 from jaxtyping import Array, Bool, Float
 
 from ._nnqp import nnqp
+from ._scaling import binary_exponent, times_power_of_two
 from ._solution import RESULTS, AbstractSolution
 from .checks import (
     check_finite,
@@ -172,8 +173,8 @@ def _max_margin(X, y, a, gamma, pattern, tol):
     # The program is solved for X and a scaled by powers of 2 to max |.| in [1, 2) (exact):
     # W_mm(s X, t a) = W_mm(X, a) / (s t), so the Gram matrix neither under- nor overflows
     # for data of any scale; lam, the norm and the gap are scaled back at the end.
-    ex, ea = _binary_exponent(X), _binary_exponent(a)
-    X, a = jnp.ldexp(X, -ex), jnp.ldexp(a, -ea)
+    ex, ea = binary_exponent(X), binary_exponent(a)
+    X, a = times_power_of_two(X, -ex), times_power_of_two(a, -ea)
     k = ex + ea  # W_mm of the data = W_mm of the scaled data x 2^-k
     n = X.shape[0]
     c = jnp.where(pattern, 1.0, gamma)  # (m, n): phi's slope on each (neuron, sample)
@@ -227,10 +228,10 @@ def _max_margin(X, y, a, gamma, pattern, tol):
     )
     return MaxMarginSolution(
         W=jnp.where(finite, W / jnp.where(norm > 0, norm, 1.0), 0.0),
-        dual=jnp.ldexp(lam, -2 * k),
-        norm=jnp.where(finite, jnp.ldexp(norm, -k), jnp.inf),
+        dual=times_power_of_two(times_power_of_two(lam, -k), -k),
+        norm=jnp.where(finite, times_power_of_two(norm, -k), jnp.inf),
         margins=margins,
-        duality_gap=jnp.ldexp(gap, -2 * k),
+        duality_gap=times_power_of_two(times_power_of_two(gap, -k), -k),
         relative_gap=gap / jnp.where(primal > 0, primal, 1.0),
         kkt_residual=kkt,
         pattern=pattern,
@@ -238,12 +239,6 @@ def _max_margin(X, y, a, gamma, pattern, tol):
         result=result,
         stats={"num_steps": it},
     )
-
-
-def _binary_exponent(x):
-    """e with max |x| / 2^e in [1, 2) (0 for an all-zero x)."""
-    top = jnp.max(jnp.abs(x))
-    return jnp.floor(jnp.log2(jnp.where(top > 0, top, 1.0))).astype(jnp.int32)
 
 
 def effective_direction(W: Float[Array, "m d"], a: Float[Array, " m"]) -> Float[Array, " d"]:

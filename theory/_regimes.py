@@ -45,6 +45,7 @@ from jax.scipy.stats import norm as _normal
 from jaxtyping import Array, Bool, Float
 
 from ._margin import with_flips
+from ._scaling import binary_exponent, times_power_of_two
 from ._solution import Readable
 from .checks import (
     check_finite,
@@ -100,8 +101,7 @@ def margin_conditions(
     y = jnp.asarray(check_plus_minus_one("y", y), X.dtype)
     # both conditions are scale-free: X scaled by a power of 2 to max |x| in [1, 2), so that
     # the Gram matrix neither overflows (|x| ~ 1e200) nor underflows (|x| ~ 1e-200)
-    top = jnp.max(jnp.abs(X))
-    X = jnp.ldexp(X, -jnp.floor(jnp.log2(jnp.where(top > 0, top, 1.0))).astype(jnp.int32))
+    X = times_power_of_two(X, -binary_exponent(X))
     yx = y[:, None] * X
     G = yx @ yx.T
     sq = jnp.diagonal(G)

@@ -400,7 +400,7 @@ def typical_alignment(r: int, m: int) -> Float[Array, ""]:
     has u_k^2 ~ Beta(1/2, (r - 1)/2), so the median p solves I_p(1/2, (r-1)/2) = 2^(-1/m).
     It replaces the heuristic 2 log(m) / r, which is >= 1 for small r (e.g. r = 4, m = 64)
     and, at the paper's size (r = 20, m = 250), 0.552 against the actual 0.383: a start too
-    close to alignment, which made tau_4 early.
+    close to alignment, which made t_4 early.
 
     >>> round(float(typical_alignment(20, 250)), 3), round(float(typical_alignment(4, 64)), 3)
     (0.383, 0.915)
@@ -433,22 +433,22 @@ def _first_time(ts, ok):
 
 
 class StageTimesSolution(AbstractSolution):
-    """Result of `stage_times`: the predicted times `tau_0`, `tau_2`, `tau_4` (`inf` past the
+    """Result of `stage_times`: the predicted times `t_0`, `t_2`, `t_4` (`inf` past the
     horizon), with the `result` and `stats` of the ODE solves behind them (the first failure,
     and the steps of both solves added).
 
     >>> st = StageTimesSolution(
-    ...     tau_0=jnp.asarray(1.0), tau_2=jnp.asarray(5.0), tau_4=jnp.asarray(jnp.inf),
+    ...     t_0=jnp.asarray(1.0), t_2=jnp.asarray(5.0), t_4=jnp.asarray(jnp.inf),
     ...     result=RESULTS.successful, stats={"num_steps": jnp.asarray(10)})
-    >>> bool(st.ok), float(st.tau_4)  # tau_4 past the horizon
+    >>> bool(st.ok), float(st.t_4)  # t_4 past the horizon
     (True, inf)
     """
 
     result: RESULTS
     stats: dict
-    tau_0: Float[Array, ""]
-    tau_2: Float[Array, ""]
-    tau_4: Float[Array, ""]
+    t_0: Float[Array, ""]
+    t_2: Float[Array, ""]
+    t_4: Float[Array, ""]
 
 
 def stage_times(
@@ -459,7 +459,7 @@ def stage_times(
     m: int,
     weight_decay,
     alpha0=1.0,
-    eta: float = 0.1,
+    threshold: float = 0.1,
     eps: float = 0.1,
     horizon: float = 1e3,
     points: int = 20_001,
@@ -468,21 +468,21 @@ def stage_times(
 ) -> StageTimesSolution:
     """Predicted stage times, from the ODEs above and a uniform start (beta = alpha0 / d):
 
-    - tau_0: alpha~ covers (1 - eta) of the way to its stage-0 equilibrium
+    - t_0: alpha~ covers (1 - threshold) of the way to its stage-0 equilibrium
       (`stage_equilibria`, closed form).
-    - tau_2: q(t) <= eta under the corrected Lotka-Volterra system.
-    - tau_4: tau_2 + the time the mean over the r target directions of the tensor-power
+    - t_2: q(t) <= threshold under the corrected Lotka-Volterra system.
+    - t_4: t_2 + the time the mean over the r target directions of the tensor-power
       alignment p_k(t) takes to reach 1 - eps, each p_k started from the best neuron's
       alignment with e_k: `initial_alignment` (r,) when given (from the initialization, see
       `theory.initial_alignment`), else `typical_alignment(r, m)` for every k. (The old start
-      2 log(m) / r is >= 1 whenever m >= e^(r/2), where it gave tau_4 = tau_2; at the paper's
-      size it is above the actual best alignment, 0.552 against 0.383, and made tau_4 30%
+      2 log(m) / r is >= 1 whenever m >= e^(r/2), where it gave t_4 = t_2; at the paper's
+      size it is above the actual best alignment, 0.552 against 0.383, and made t_4 30%
       early.)
 
     Times past `horizon` are `inf`.
 
     >>> st = stage_times(activation="abs", r=8, d=40, m=20, weight_decay=0.4)
-    >>> bool(st.ok), bool(0 < st.tau_0 < st.tau_2 < st.tau_4)
+    >>> bool(st.ok), bool(0 < st.t_0 < st.t_2 < st.t_4)
     (True, True)
     """
     check_activation(activation, even=True)
@@ -493,7 +493,7 @@ def stage_times(
     c0, c2 = c[0], c[2]
     equilibria = stage_equilibria(activation, r, d, weight_decay)
     K = equilibria.mass[0]
-    for name, value in (("eta", eta), ("eps", eps)):
+    for name, value in (("threshold", threshold), ("eps", eps)):
         check_shape(name, value, ())
         v = inexact(value, name=name)
         check_value(value, (v > 0) & (v < 1), f"`{name}` must lie in (0, 1), got {value}")
@@ -506,14 +506,14 @@ def stage_times(
     )
     horizon = check_positive("horizon", horizon)
     points = check_positive_int("points", points, minimum=2)
-    target = alpha0 + (1.0 - eta) * (K - alpha0)
-    # log((K / alpha0 - 1) / (K / target - 1)) with K - target = eta (K - alpha0): no
-    # cancellation at small eta (1e-200 gave K / target - 1 = 0 and tau_0 = inf)
-    tau0 = (jnp.log(target / alpha0) - jnp.log(eta)) / equilibria.rate[0]
+    target = alpha0 + (1.0 - threshold) * (K - alpha0)
+    # log((K / alpha0 - 1) / (K / target - 1)) with K - target = threshold (K - alpha0): no
+    # cancellation at small threshold (1e-200 gave K / target - 1 = 0 and t_0 = inf)
+    t0 = (jnp.log(target / alpha0) - jnp.log(threshold)) / equilibria.rate[0]
     ts = jnp.linspace(0.0, horizon, points)
     beta0 = jnp.array([alpha0 / d, alpha0 / d])
     lv = lotka_volterra(beta0, ts, c0=c0, c2=c2, r=r, d=d, weight_decay=weight_decay)
-    tau2 = _first_time(ts, mass_ratio(lv.ys, c0=c0, c2=c2, r=r, d=d) <= eta)
+    t2 = _first_time(ts, mass_ratio(lv.ys, c0=c0, c2=c2, r=r, d=d) <= threshold)
     if initial_alignment is None:
         p0 = jnp.full((r,), typical_alignment(r, m))
     else:
@@ -526,12 +526,12 @@ def stage_times(
             f"`initial_alignment` must lie in [0, 1] (squared cosines), got {initial_alignment}",
         )
     tp = _alignment_curves(p0, ts, activation)
-    tau4 = tau2 + _first_time(ts, jnp.mean(tp.ys, axis=0) >= 1.0 - eps)
+    t4 = t2 + _first_time(ts, jnp.mean(tp.ys, axis=0) >= 1.0 - eps)
     tp_ok = jnp.all(tp.ok)
     tp_result = RESULTS.where(tp_ok, RESULTS.successful, RESULTS.max_steps_reached)
     result = RESULTS.where(lv.ok, tp_result, lv.result)
     stats = {k: lv.stats[k] + jnp.sum(tp.stats[k]) for k in lv.stats}
-    out = StageTimesSolution(tau_0=tau0, tau_2=tau2, tau_4=tau4, result=result, stats=stats)
+    out = StageTimesSolution(t_0=t0, t_2=t2, t_4=t4, result=result, stats=stats)
     return out.raise_if_failed(throw)
 
 
@@ -555,11 +555,11 @@ def weight_decay_plateaus(activation: str, r: int, weight_decay, *, d=None) -> F
 
 
 def measured_stage_times(
-    ts, alpha, q, alignment, *, equilibrium, eta: float = 0.1, eps: float = 0.1
+    ts, alpha, q, alignment, *, equilibrium, threshold: float = 0.1, eps: float = 0.1
 ) -> np.ndarray:
     """The stage times of a simulation, measured the way `stage_times` predicts them: the
-    first save time at which alpha~ is past (1 - eta) of the way from alpha~(0) to
-    `equilibrium`, at which q(t) < eta, and at which the best neurons' mean alignment is
+    first save time at which alpha~ is past (1 - threshold) of the way from alpha~(0) to
+    `equilibrium`, at which q(t) < threshold, and at which the best neurons' mean alignment is
     above 1 - eps; `inf` where it never happens. NumPy in, NumPy out (a measurement).
 
     >>> ts = np.array([0.0, 1.0, 2.0, 3.0])
@@ -575,7 +575,7 @@ def measured_stage_times(
         for name, x in (("alpha", alpha), ("q", q), ("alignment", alignment))
     )
     equilibrium = float(check_finite("equilibrium", inexact(equilibrium, float, "equilibrium")))
-    for name, v in (("eta", eta), ("eps", eps)):
+    for name, v in (("threshold", threshold), ("eps", eps)):
         if not 0 < float(v) < 1:
             raise ValueError(f"`{name}` must lie in (0, 1), got {v}")
 
@@ -583,5 +583,5 @@ def measured_stage_times(
         hit = np.flatnonzero(ok)
         return float(ts[hit[0]]) if hit.size else float("inf")
 
-    level = alpha[0] + (1.0 - eta) * (equilibrium - alpha[0])
-    return np.array([first(alpha > level), first(q < eta), first(alignment > 1.0 - eps)])
+    level = alpha[0] + (1.0 - threshold) * (equilibrium - alpha[0])
+    return np.array([first(alpha > level), first(q < threshold), first(alignment > 1.0 - eps)])

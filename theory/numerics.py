@@ -6,6 +6,8 @@
   (`dense_shifted_solve` is the dense default).
 - `default_controller`: the flows' PI step-size controller.
 - `nnqp`: the active-set solver of nonnegative quadratic programs (`max_margin`'s dual).
+- `binary_exponent`, `times_power_of_two`: exact rescaling, for homogeneous quantities that
+  would over- or underflow.
 
 They live in `theory` because its finite-alpha predictor integrates the fast phases with
 `HoldArgs` and `max_margin` solves its dual with `nnqp`; `integrators` builds on them.
@@ -22,4 +24,8 @@ from ._rosenbrock import (
     Rodas4 as Rodas4,
     Rodas5P as Rodas5P,
     dense_shifted_solve as dense_shifted_solve,
+)
+from ._scaling import (
+    binary_exponent as binary_exponent,
+    times_power_of_two as times_power_of_two,
 )
