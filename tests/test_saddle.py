@@ -215,6 +215,7 @@ def test_jump_time_grid_resolves_every_jump():
     assert jump_time_grid(pred, 10, time_scale=tau, num=5).dtype.kind == "f"
 
 
+@pytest.mark.slow  # an integration check; the default run keeps its unit tests
 def test_simultaneous_jumps_share_samples_as_the_flow_does():
     # two tied neurons, supports {0, 1} and {1, 2}: Algorithm 1 as written fired one after the
     # other (cost 1 + sqrt 2); the group shares sample 1 as its fast phase does

@@ -69,6 +69,7 @@ def test_reaches_the_limit_at_alpha_10_to_minus_10000():
         assert np.all(np.abs(np.asarray(sol.final_exponents[s])[fired]) < 1e-3)
 
 
+@pytest.mark.slow  # an integration check; the default run keeps its unit tests
 def test_to_model_underflows_to_zero_not_nan():
     _, y, _, signs, dirs = _instance(jax.random.PRNGKey(1))
     sol = vanishing_flow(y, signs, dirs, jnp.linspace(0.0, 1.0, 5), time_scale=1e4)
