@@ -186,7 +186,7 @@ def orthogonal_flow(
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     throw: bool = False,
 ) -> OrthogonalFlowSolution:
-    """Integrate d theta/dt = -tau grad L(theta), L = 1/(2n) sum_i (h(x_i) - y_i)^2, from t = 0.
+    """Integrate d theta/dt = -tau grad L(theta), L = 1/(2n) sum_i (h(x_i) - y_i)^2, from `ts[0]`.
 
     h(x) = sum_j a_j relu(w_j . x) with relu'(0) = 0, on inputs `X` with orthonormal rows
     (`ValueError` otherwise). With `time_scale` tau = log(1/alpha), the clock of
@@ -199,7 +199,7 @@ def orthogonal_flow(
     `rtol`/`atol` with pcoeff = 0.4, icoeff = 0.3: after the jumps the fitted neurons make the
     step size stability-limited, where these damp the accept/reject oscillation). Pure and
     `jax.vmap`-able over models, data, `ts` and `time_scale` (an array, so a sweep over alpha
-    does not recompile). `ts` (T,) must be increasing, from t = 0 or later. `throw=True`
+    does not recompile). `ts` (T,) must be increasing, from t = 0 or later; the flow starts from `model` at `ts[0]`. `throw=True`
     raises where the solve fails instead of returning `ok = False`.
 
     >>> X, y = jnp.eye(2), jnp.array([1.0, -1.0])
@@ -249,7 +249,7 @@ def _solve(X, y, model, ts, tau, solver, stepsize_controller, max_steps, save_tr
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_vector_field),
         solver,
-        t0=jnp.zeros((), ts.dtype),
+        t0=ts[0],
         t1=ts[-1],
         dt0=None,
         y0=state0,

@@ -132,7 +132,7 @@ def gradient_flow(
     - `model`: an Equinox module; its inexact arrays (`eqx.is_inexact_array`) are theta, the
       rest (activations, integer fields, Python values) is static.
     - `loss`: `loss(model, args) -> scalar`, differentiable in the model's arrays.
-    - `ts` (T,): increasing save times, from t = 0 (the flow starts at `ts[0]`).
+    - `ts` (T,): increasing save times, from t = 0 or later (the flow starts at `ts[0]`).
     - `args`: passed to `loss` and `observables` (data, labels...).
     - `time_scale`: tau > 0 (e.g. log(1/alpha)).
     - `observables`: optional `fn(t, model, args) -> pytree`, saved at `ts`.

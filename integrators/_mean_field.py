@@ -193,7 +193,7 @@ def mean_field_flow(
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(field),
         diffrax.Tsit5() if solver is None else solver,
-        t0=jnp.zeros((), W0.dtype),
+        t0=ts[0],
         t1=ts[-1],
         dt0=None,
         y0=W0,

@@ -470,8 +470,8 @@ def two_layer_flow(
 
     - `model`: a `TwoLayerReLU` (m neurons, input dimension d); `X` (n, d): inputs, any rows
       with a finite Gram matrix; `y` (n,): labels.
-    - `ts` (T,): increasing save times (the flow starts from `model` at t = 0, whatever
-      `ts[0]` is); `time_scale`: tau > 0 (log(1/alpha)).
+    - `ts` (T,): increasing save times; the flow starts from `model` at `ts[0]`, as every
+      flow does; `time_scale`: tau > 0 (log(1/alpha)).
     - `rtol`, `atol`, `max_steps`: PI step control (as the other flows) and the step budget
       of each solve between kinks; `solver`: any adaptive diffrax solver (default Dopri5).
     - `max_kink_events`: how many kink events (crossings, sliding entries and exits) the solve
@@ -620,7 +620,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
     )
     zero = jnp.zeros((), jnp.int32)
     carry0 = dict(
-        t=jnp.zeros((), dtype), state=state, mode=mode, saved=blank, filled=jnp.zeros((T,), bool),
+        t=ts[0], state=state, mode=mode, saved=blank, filled=jnp.zeros((T,), bool),
         result=RESULTS.successful, events=zero, entries=entries0.astype(jnp.int32),
         steps=zero, accepted=zero, rejected=zero, done=jnp.asarray(False),
     )  # fmt: skip

@@ -273,7 +273,8 @@ def vanishing_flow(
 
     - `y` (n,): labels; `signs` (m,): s_j in {-1, +1}; `directions` (m, n): <u_j, x_i>, as
       returned by `dynamics.signs_and_directions` (only the data-basis part of u_j moves).
-    - `ts` (T,): increasing save times in the rescaled clock, from 0 or later.
+    - `ts` (T,): increasing save times in the rescaled clock, from 0 or later; the flow
+      starts at `ts[0]`.
     - `time_scale`: tau = log(1/alpha) > 0, finite (an array, so sweeps do not recompile).
     - `rtol`, `atol`: tolerances (exponents and directions are O(1), so they are relative to
       each neuron's size). `solver` default `Rodas5P` with the structured solve of the module
@@ -345,7 +346,7 @@ def _solve(y, signs, directions, ts, tau, solver, stepsize_controller, max_steps
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_vector_field),
         solver,
-        t0=jnp.zeros((), ts.dtype),
+        t0=ts[0],
         t1=ts[-1],
         dt0=None,
         y0=(-jnp.ones(signs.shape, ts.dtype), directions),

@@ -147,3 +147,38 @@ def test_which_dynamics_the_orthonormal_flow_integrates(alpha, eta, agrees):
         assert np.nanmax(rel) < 0.01
     else:  # coupling 3e-14 far above alpha = 1e-30: the last jump comes many times earlier
         assert np.nanmax(rel) > 0.5
+
+
+def _shift_runs():
+    from dynamics import MeanFieldNet, TwoLayerReLU, square_loss, standard_target
+    from integrators import gradient_flow, mean_field_flow, two_layer_flow, vanishing_flow
+
+    X, y = jnp.eye(2), jnp.array([1.0, -0.5])
+    model = TwoLayerReLU(jnp.array([0.3, -0.2]), jnp.array([[0.3, 0.1], [0.1, -0.2]]))
+    return {
+        "orthogonal_flow": lambda t: orthogonal_flow(X, y, model, t).loss,
+        "two_layer_flow": lambda t: two_layer_flow(X, y, model, t).loss,
+        "gradient_flow": lambda t: gradient_flow(model, square_loss, t, args=(X, y)).loss,
+        "vanishing_flow": lambda t: (
+            vanishing_flow(y, jnp.array([1.0, -1.0]), jnp.eye(2), t, time_scale=10.0).loss
+        ),
+        "mean_field_flow": lambda t: (
+            mean_field_flow(standard_target(1, 3), MeanFieldNet(jnp.eye(2, 3)), t).loss
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["orthogonal_flow"]
+    + [
+        pytest.param(n, marks=pytest.mark.slow)
+        for n in ("two_layer_flow", "gradient_flow", "vanishing_flow", "mean_field_flow")
+    ],
+)
+def test_every_flow_starts_at_the_first_save_time(name):
+    # the flows are autonomous: a grid shifted by 1 gives the same path (all but gradient_flow
+    # once started at t = 0 whatever ts[0] was)
+    run = _shift_runs()[name]
+    ts = jnp.array([0.0, 0.5, 1.0])
+    np.testing.assert_allclose(run(ts + 1.0), run(ts), rtol=1e-6)
