@@ -1,4 +1,8 @@
-"""Data models: orthonormal inputs with Gaussian labels."""
+"""Data models: orthonormal inputs with Gaussian labels.
+
+Paper: *Mildly Overparameterized ReLU Networks on Orthogonal Data: Incremental Learning and
+Implicit Bias* (NeurIPS 2026, arXiv:2605.27097).
+"""
 
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,8 @@
-"""The leaky-ReLU network with a fixed second layer, and the margin losses."""
+"""The leaky-ReLU network with a fixed second layer, and the margin losses.
+
+Paper: *Directional Convergence, Benign Overfitting of Gradient Descent in leaky ReLU two-layer
+Neural Networks* (ICLR 2026, arXiv:2505.16204).
+"""
 
 import equinox as eqx
 import jax

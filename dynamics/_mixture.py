@@ -1,4 +1,8 @@
-"""Two-class mixtures x = y mu + z for the max-margin paper, and their label noise."""
+"""Two-class mixtures x = y mu + z for the max-margin paper, and their label noise.
+
+Paper: *Directional Convergence, Benign Overfitting of Gradient Descent in leaky ReLU two-layer
+Neural Networks* (ICLR 2026, arXiv:2505.16204).
+"""
 
 import math
 

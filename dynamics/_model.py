@@ -1,4 +1,8 @@
-"""The two-layer ReLU network h(x) = sum_j a_j relu(w_j . x), its initializations and loss."""
+"""The two-layer ReLU network h(x) = sum_j a_j relu(w_j . x), its initializations and loss.
+
+Paper: *Mildly Overparameterized ReLU Networks on Orthogonal Data: Incremental Learning and
+Implicit Bias* (NeurIPS 2026, arXiv:2605.27097).
+"""
 
 import equinox as eqx
 import jax

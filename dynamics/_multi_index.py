@@ -19,6 +19,9 @@ gradients stay finite when a neuron aligns exactly with a target direction or an
 For GeLU and Swish (and their even parts),
 k(rho) = sum_{k <= K} c_k^2 rho^k with K = 40, truncation error <= E sigma^2 - sum_{k<=K} c_k^2
 for |rho| <= 1 (`theory.kernel_truncation_error`).
+
+Paper: *Learning Orthogonal Multi-Index Models Beyond Small Initialization: Incremental
+Learning, Competitive Dynamics and Symmetry* (NeurIPS 2026, arXiv:2609.10879).
 """
 
 import equinox as eqx

@@ -43,6 +43,9 @@ GD on X against this flow, `tests/test_flow.py`, slow): at alpha = 1e-8 a coupli
 even 3e-10) changes the jump times by 0.1%, GD's own step error; at alpha = 1e-30 a coupling
 of 3e-14, or the 7e-16 of float64 rounding, brings the last loss crossing from t = 108 to
 t = 6.0 (95% earlier).
+
+Paper: *Mildly Overparameterized ReLU Networks on Orthogonal Data: Incremental Learning and
+Implicit Bias* (NeurIPS 2026, arXiv:2605.27097).
 """
 
 import diffrax
@@ -189,18 +192,17 @@ def orthogonal_flow(
     """Integrate d theta/dt = -tau grad L(theta), L = 1/(2n) sum_i (h(x_i) - y_i)^2, from `ts[0]`.
 
     h(x) = sum_j a_j relu(w_j . x) with relu'(0) = 0, on inputs `X` with orthonormal rows
-    (`ValueError` otherwise). With `time_scale` tau = log(1/alpha), the clock of
-    theta~(t) = theta(log(1/alpha) t) is the rescaled one, in which the small-initialization
-    flow becomes a jump process.
-    Integration uses the per-neuron log-scale formulation of the module docstring, an adaptive
-    `solver` (default `diffrax.Dopri5()`), with each step's live set held fixed around it
+    (`ValueError` otherwise). With `time_scale` tau = log(1/alpha), the clock of theta~(t) =
+    theta(log(1/alpha) t) is the rescaled one, in which the small-initialization flow becomes a jump
+    process. Integration uses the per-neuron log-scale formulation of the module docstring, an
+    adaptive `solver` (default `diffrax.Dopri5()`), with each step's live set held fixed around it
     (`theory.numerics.HoldArgs`; see **Kinks** in the module docstring; `hold_live=False` gives the
     solver the plain field instead), and `stepsize_controller` (default a PI controller at
-    `rtol`/`atol` with pcoeff = 0.4, icoeff = 0.3: after the jumps the fitted neurons make the
-    step size stability-limited, where these damp the accept/reject oscillation). Pure and
-    `jax.vmap`-able over models, data, `ts` and `time_scale` (an array, so a sweep over alpha
-    does not recompile). `ts` (T,) must be increasing, from t = 0 or later; the flow starts from `model` at `ts[0]`. `throw=True`
-    raises where the solve fails instead of returning `ok = False`.
+    `rtol`/`atol` with pcoeff = 0.4, icoeff = 0.3: after the jumps the fitted neurons make the step
+    size stability-limited, where these damp the accept/reject oscillation). Pure and
+    `jax.vmap`-able over models, data, `ts` and `time_scale` (an array, so a sweep over alpha does
+    not recompile). `ts` (T,) must be increasing, from t = 0 or later; the flow starts from `model`
+    at `ts[0]`. `throw=True` raises where the solve fails instead of returning `ok = False`.
 
     >>> X, y = jnp.eye(2), jnp.array([1.0, -1.0])
     >>> model = TwoLayerReLU(jnp.array([1e-3, -1e-3]), 1e-3 * jnp.eye(2))

@@ -1,5 +1,9 @@
 """Full-batch gradient descent with optax, in one compiled loop, on any inputs (in the data
-basis where they are orthonormal)."""
+basis where they are orthonormal).
+
+Paper: *Mildly Overparameterized ReLU Networks on Orthogonal Data: Incremental Learning and
+Implicit Bias* (NeurIPS 2026, arXiv:2605.27097).
+"""
 
 import jax
 import jax.numpy as jnp

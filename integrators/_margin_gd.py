@@ -6,6 +6,9 @@ W_t = W_0 + C_t X, with pre-activations P_t = P_0 + C_t X X^T: one step costs O(
 of O(m n d). The update C <- C - eta dL/dP is `optax.sgd` applied to the gradient with respect
 to P, which is exactly GD on W. The normalized variant replaces L by log L (the step divided
 by the loss), so the margin grows linearly in t instead of like log t.
+
+Paper: *Directional Convergence, Benign Overfitting of Gradient Descent in leaky ReLU two-layer
+Neural Networks* (ICLR 2026, arXiv:2505.16204).
 """
 
 import jax

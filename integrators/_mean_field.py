@@ -9,6 +9,9 @@ staircase paper are saved at the requested times (`dynamics.observables`): the p
 loss, the mass alpha~ = (1/m) sum ||w_i||^2, beta_1 and beta_2 (mean squared coordinate over
 the r relevant / d - r irrelevant directions of the target), and per target direction the
 best neuron's alignment max_i <w_i / ||w_i||, w*_k>^2.
+
+Paper: *Learning Orthogonal Multi-Index Models Beyond Small Initialization: Incremental
+Learning, Competitive Dynamics and Symmetry* (NeurIPS 2026, arXiv:2609.10879).
 """
 
 import os

@@ -54,6 +54,9 @@ only the directions <u_j, x_i> enter, never X. For a float64 X whose coupling |X
 not far below alpha, the flow of that X differs (see `orthogonal_flow`): at alpha below
 1e-16 even rounding-level coupling matters, so this flow is the alpha -> 0 limit of the
 idealized problem, not of a particular float64 X.
+
+Paper: *Mildly Overparameterized ReLU Networks on Orthogonal Data: Incremental Learning and
+Implicit Bias* (NeurIPS 2026, arXiv:2605.27097).
 """
 
 import diffrax

@@ -38,6 +38,9 @@ and the ODE tolerance, it carries every O(1/log(1/alpha)) correction to Algorith
 phase (kappa / tau), the midpoint crossing of a logistic jump (n ln||y_S|| / (2 tau ||y_S||)
 for one neuron), and the sample sharing of near-tied neurons (their components on a shared
 sample decay only like e^(-tau G gap)). It returns the predicted loss curve.
+
+Paper: *Mildly Overparameterized ReLU Networks on Orthogonal Data: Incremental Learning and
+Implicit Bias* (NeurIPS 2026, arXiv:2605.27097).
 """
 
 import diffrax

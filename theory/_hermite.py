@@ -11,6 +11,9 @@ its symmetric initialization does: a pair of neurons (w, -w) computes sigma(z) +
 the network and target see the even part sigma_e(z) = (sigma(z) + sigma(-z)) / 2, named
 "relu_even" = |z| / 2, "gelu_even" = z erf(z / sqrt 2) / 2 and "swish_even" = z tanh(z / 2) / 2.
 The staircase predictions use the even ones.
+
+Paper: *Learning Orthogonal Multi-Index Models Beyond Small Initialization: Incremental
+Learning, Competitive Dynamics and Symmetry* (NeurIPS 2026, arXiv:2609.10879).
 """
 
 import math

@@ -4,6 +4,9 @@ k(rho) = E sigma(u.x) sigma(v.x) for unit u, v with <u, v> = rho and x ~ N(0, I_
 is the arc-cosine kernel (2/pi)(sqrt(1 - rho^2) + rho arcsin rho) in closed form; in general
 it is the Hermite series k(rho) = sum_k c_k^2 rho^k of `hermite_coefficients`, truncated at
 degree 40 with the truncation error bounded by E sigma^2 - sum_{k<=40} c_k^2 for |rho| <= 1.
+
+Paper: *Learning Orthogonal Multi-Index Models Beyond Small Initialization: Incremental
+Learning, Competitive Dynamics and Symmetry* (NeurIPS 2026, arXiv:2609.10879).
 """
 
 import math

@@ -21,6 +21,9 @@ on a kink included. Fitting alternates two convex problems (the multipliers by t
 NNQP with the slopes fixed, then the kink slopes by projected gradient with the multipliers
 fixed), so a small residual certifies a KKT point and a large one is an upper bound on the
 best fit (the joint problem is bilinear).
+
+Paper: *Directional Convergence, Benign Overfitting of Gradient Descent in leaky ReLU two-layer
+Neural Networks* (ICLR 2026, arXiv:2505.16204).
 """
 
 import equinox as eqx

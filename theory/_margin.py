@@ -15,6 +15,9 @@ The all-activated pattern of the strong-signal case is s_ji = sign(a_j) y_i (eve
 a_j y_i <x_i, w_j> > 0). The dual is solved by the Lawson-Hanson active-set method, which
 terminates in finitely many steps at an exact KKT point; the loop runs until the KKT conditions
 hold to float64 accuracy, and the result carries its certificate (duality gap, KKT residual).
+
+Paper: *Directional Convergence, Benign Overfitting of Gradient Descent in leaky ReLU two-layer
+Neural Networks* (ICLR 2026, arXiv:2505.16204).
 """
 
 import contextlib

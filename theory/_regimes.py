@@ -38,6 +38,9 @@ r = n s^2 / (d sigma^2) it is about Phi(-(s / sigma) sqrt(r / (1 + r))): the Bay
 Phi(-s / sigma) in the strong-signal regime r >> 1, and Phi(-sqrt(n) s^2 / (sigma^2 sqrt(d)))
 in the weak one, bounded away from 0 unless n s^4 >> d sigma^4. Where n ||mu||^4 <~ d sigma^4,
 benign overfitting must fail.
+
+Paper: *Directional Convergence, Benign Overfitting of Gradient Descent in leaky ReLU two-layer
+Neural Networks* (ICLR 2026, arXiv:2505.16204).
 """
 
 import jax.numpy as jnp

@@ -17,6 +17,9 @@ alpha^(-ell_j) with the exponent ell_j(0) = -1 and
 The first neuron whose exponent reaches 0 jumps: it fits every unfitted sample of its support
 S at once, reaching a_j v_ji = y_i and, by balancedness, a_j^2 = ||v_j||^2 = ||y_S||_2, i.e.
 a_j = s_j sqrt(n ||D_j||). Fitted samples have r_i = 0 and drop out of every other D.
+
+Paper: *Mildly Overparameterized ReLU Networks on Orthogonal Data: Incremental Learning and
+Implicit Bias* (NeurIPS 2026, arXiv:2605.27097).
 """
 
 import functools

@@ -19,6 +19,9 @@ first equation is the paper's. **Its beta_2 equation lacks the -2 c_2^2 beta_2 t
 comes from the irrelevant coordinates' own degree-2 mass (M_kk^2 in ||M - P||_F^2); it is small
 while beta_2 ~ 1/d but it is what makes beta_2 decay like 1/t when lambda = 0. Degree >= 4
 terms are left out (the paper's "approximately"). `corrected=False` gives the paper's system.
+
+Paper: *Learning Orthogonal Multi-Index Models Beyond Small Initialization: Incremental
+Learning, Competitive Dynamics and Symmetry* (NeurIPS 2026, arXiv:2609.10879).
 """
 
 import functools

@@ -37,6 +37,9 @@ still overflowed). Accepted states never come near the cap (there h = O(|y|), so
 e^(2 lam) = O(|y| / |p relu(psi)|)). The fast phases (`theory._fast_phase`) cap lower,
 at e^40 above the largest label, for the reason given there: their state is lam itself in
 fast time, where a long overshooting step of capped stages can be accepted.
+
+Paper: *Mildly Overparameterized ReLU Networks on Orthogonal Data: Incremental Learning and
+Implicit Bias* (NeurIPS 2026, arXiv:2605.27097).
 """
 
 import jax
