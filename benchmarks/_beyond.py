@@ -5,7 +5,7 @@ problem whose Algorithm 1 is the reference."""
 import jax
 import jax.numpy as jnp
 
-from dynamics import TwoLayerReLU, balanced_init
+from dynamics import TwoLayerReLU, balanced_init, correlated_data
 
 HORIZON = 1.5  # integrate to 1.5 x Algorithm 1's last jump on the Loewdin problem
 
@@ -13,16 +13,8 @@ HORIZON = 1.5  # integrate to 1.5 x Algorithm 1's last jump on the Loewdin probl
 def inputs(key, family, n, d, c):
     """The inputs X (n, d) of one seed (module docstring)."""
     if family == "correlated":
-        Q = jnp.linalg.qr(jax.random.normal(key, (n + 1, n + 1), jnp.float64))[0]
-        return jnp.sqrt(1.0 - c) * Q[1:] + jnp.sqrt(c) * Q[:1]
+        return correlated_data(n, c, key=key, dtype=jnp.float64)
     return jax.random.normal(key, (n, d), jnp.float64) / jnp.sqrt(d)
-
-
-def loewdin(X):
-    """(X X^T)^(-1/2) X: orthonormal rows, the nearest to X's (Loewdin's symmetric
-    orthonormalization)."""
-    vals, vecs = jnp.linalg.eigh(X @ X.T)
-    return (vecs / jnp.sqrt(vals)) @ vecs.T @ X
 
 
 def make(key, family, n, d, c, log10_inv_alpha, width):

@@ -31,13 +31,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._beyond import HORIZON, inputs, loewdin, make
+from benchmarks._beyond import HORIZON, inputs, make
 from benchmarks._common import Timer, enable_float64, host_devices, log, parser, pyplot, save_figure
 from benchmarks._driver import finish, header, run_sweep
 from dynamics import (
     TwoLayerReLU,
     balanced_init,
     half_squared_norm,
+    loewdin,
     signs_and_directions,
     square_loss,
 )
@@ -89,12 +90,10 @@ def run(instance, family, n, d, c, log10_inv_alpha, width):
 
 @jax.jit
 def _morse_index(a, Z, y):
-    """Negative eigenvalues of the Hessian of L(a, Z) = 1/(2n) |a relu(Z) - y|^2 below
-    -1e-8 x the largest |eigenvalue|."""
+    """The Morse index of L(a, Z) = 1/(2n) |a relu(Z) - y|^2 at (a, Z) (`hessian_spectrum`)."""
     n = y.shape[0]
     loss = lambda m, y: square_loss(m, (jnp.eye(n), y))  # noqa: E731
-    eig = hessian_spectrum(TwoLayerReLU(a, Z), loss, args=y).eigenvalues
-    return jnp.sum(eig < -1e-8 * jnp.max(jnp.abs(eig)))
+    return hessian_spectrum(TwoLayerReLU(a, Z), loss, args=y).morse_index
 
 
 def measure(o) -> dict:

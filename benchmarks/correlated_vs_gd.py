@@ -15,10 +15,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._beyond import HORIZON, loewdin, make
+from benchmarks._beyond import HORIZON, make
 from benchmarks._common import enable_float64, parser
 from benchmarks._gd_reference import Reference
-from dynamics import signs_and_directions
+from dynamics import loewdin, signs_and_directions
 from integrators import two_layer_flow
 from theory import coverage_width, saddle_jumps
 

@@ -1,6 +1,10 @@
 """What is simulated: data models, networks (Equinox modules), initializations, losses."""
 
-from ._data import orthogonal_data as orthogonal_data
+from ._data import (
+    correlated_data as correlated_data,
+    loewdin as loewdin,
+    orthogonal_data as orthogonal_data,
+)
 from ._leaky import (
     MARGIN_LOSSES as MARGIN_LOSSES,
     LeakyReLUNet as LeakyReLUNet,

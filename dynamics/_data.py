@@ -1,4 +1,5 @@
-"""Data models: orthonormal inputs with Gaussian labels.
+"""Data models: orthonormal inputs with Gaussian labels, equicorrelated inputs, and the
+nearest orthonormal rows of any inputs (Loewdin).
 
 Paper: *Mildly Overparameterized ReLU Networks on Orthogonal Data: Incremental Learning and
 Implicit Bias* (NeurIPS 2026, arXiv:2605.27097).
@@ -8,7 +9,15 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from theory.checks import check_dtype, check_key, check_positive_int
+from theory.checks import (
+    check_dtype,
+    check_finite,
+    check_key,
+    check_matrix,
+    check_positive_int,
+    check_value,
+    inexact,
+)
 
 
 def orthogonal_data(
@@ -49,3 +58,45 @@ def orthogonal_data(
     X = q.T[:n]
     y = jax.random.normal(ky, (n,), dtype=dtype)
     return X, (jnp.where(y >= 0, 1.0, -1.0).astype(dtype) if labels == "sign" else y)
+
+
+def correlated_data(n: int, c, *, key: PRNGKeyArray, dtype=None) -> Float[Array, "n n+1"]:
+    """n unit inputs in R^(n+1) with every pairwise correlation x_i . x_k = c (i != k):
+    x_i = sqrt(1 - c) q_i + sqrt(c) q_0 for orthonormal q_0..q_n (the rows of a Haar-random
+    rotation). c = 0 gives orthonormal inputs; c -> 1 makes them nearly parallel.
+
+    >>> X = correlated_data(4, 0.3, key=jax.random.PRNGKey(0), dtype=jnp.float64)
+    >>> X.shape, [round(v, 12) for v in (X @ X.T)[0].tolist()]
+    ((4, 5), [1.0, 0.3, 0.3, 0.3])
+    """
+    n = check_positive_int("n", n)
+    dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
+    c = inexact(c, dtype, "c")
+    if c.shape != ():
+        raise ValueError(f"`c` must be one correlation, got shape {c.shape}")
+    c = check_value(c, (c >= 0) & (c < 1), f"`c` must lie in [0, 1), got {c}")
+    g = jax.random.normal(check_key(key), (n + 1, n + 1), dtype)
+    q, r = jnp.linalg.qr(g)
+    Q = (q * jnp.sign(jnp.diagonal(r))[None, :]).T
+    return jnp.sqrt(1.0 - c) * Q[1:] + jnp.sqrt(c) * Q[:1]
+
+
+def loewdin(X: Float[Array, "n d"]) -> Float[Array, "n d"]:
+    """(X X^T)^(-1/2) X: the orthonormal rows nearest to those of X (Loewdin's symmetric
+    orthonormalization; the rows of X must be linearly independent, n <= d). On such inputs
+    `integrators.orthogonal_flow` and `theory.saddle_jumps` apply; `benchmarks.beyond_orthogonal`
+    compares them with the flow on X itself.
+
+    >>> Q = loewdin(jnp.array([[1.0, 0.0], [1.0, 1.0]]))
+    >>> bool(jnp.allclose(Q @ Q.T, jnp.eye(2), atol=1e-12))
+    True
+    """
+    X = check_finite("X", inexact(check_matrix("X", X), name="X"))
+    if X.shape[0] == 0 or X.shape[0] > X.shape[1]:
+        raise ValueError(f"`X` must have 1 <= n <= d rows to be orthonormalized, got {X.shape}")
+    vals, vecs = jnp.linalg.eigh(X @ X.T)
+    floor = X.shape[0] * jnp.finfo(X.dtype).eps * jnp.max(jnp.abs(vals))
+    vals = check_value(
+        vals, jnp.min(vals) > floor, "`X` must have linearly independent rows, got a singular X X^T"
+    )
+    return (vecs / jnp.sqrt(vals)) @ vecs.T @ X

@@ -295,6 +295,20 @@ CASES["standard_target"] += [
 ]
 
 
+CASES["correlated_data"] = [
+    (lambda: D.correlated_data(4, 1.0, key=KEY), ValueError, "`c` must lie in"),
+    (lambda: D.correlated_data(4, jnp.ones(2), key=KEY), ValueError, "`c`"),
+    (lambda: D.correlated_data(0, 0.5, key=KEY), ValueError, "`n`"),
+    (lambda: D.correlated_data(4, 0.5, key=1), ValueError, "PRNG key"),
+]
+CASES["loewdin"] = [
+    (lambda: D.loewdin(jnp.ones((2, 3))), ValueError, "linearly independent"),
+    (lambda: D.loewdin(jnp.ones((3, 2))), ValueError, "n <= d"),
+    (lambda: D.loewdin(jnp.ones(3)), ValueError, "`X`"),
+    (lambda: D.loewdin(jnp.full((2, 2), NAN)), ValueError, "`X` must be finite"),
+]
+
+
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES | MODULES))
 
 

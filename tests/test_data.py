@@ -1,4 +1,5 @@
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -35,3 +36,17 @@ def test_sign_labels_are_the_signs_of_the_gaussian_ones():
     Xs, ys = orthogonal_data(6, key=key, labels="sign")
     np.testing.assert_array_equal(X, Xs)
     np.testing.assert_array_equal(ys, np.where(np.asarray(y) >= 0, 1.0, -1.0))
+
+
+def test_correlated_data_and_loewdin():
+    from dynamics import correlated_data, loewdin
+
+    X = correlated_data(6, 0.4, key=jax.random.PRNGKey(1), dtype=jnp.float64)
+    G = X @ X.T
+    np.testing.assert_allclose(G, 0.6 * np.eye(6) + 0.4, atol=1e-13)
+    Q = loewdin(X)
+    np.testing.assert_allclose(Q @ Q.T, np.eye(6), atol=1e-12)
+    # the nearest orthonormal rows: Q = (X X^T)^(-1/2) X, so Q X^T is symmetric positive
+    S = np.asarray(Q @ X.T)
+    np.testing.assert_allclose(S, S.T, atol=1e-12)
+    assert np.min(np.linalg.eigvalsh(S)) > 0

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dynamics import TwoLayerReLU, balanced_init, square_loss
+from dynamics import TwoLayerReLU, balanced_init, correlated_data, square_loss
 from integrators import gradient_flow, neuron_units, orthogonal_flow, two_layer_flow
 from theory import RESULTS
 
@@ -18,8 +18,7 @@ def _orthonormal_instance(n=6, m=8, alpha=1e-30, seed=0):
 
 
 def _correlated(n, c, seed=0):
-    Q = jnp.linalg.qr(jax.random.normal(jax.random.PRNGKey(seed + 10), (n + 1, n + 1)))[0]
-    return jnp.sqrt(1.0 - c) * Q[1:] + jnp.sqrt(c) * Q[:1]
+    return correlated_data(n, c, key=jax.random.PRNGKey(seed + 10), dtype=jnp.float64)
 
 
 @pytest.mark.slow
