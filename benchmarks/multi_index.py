@@ -21,15 +21,14 @@ from dynamics import loss_decomposition, mean_field_init, standard_target
 from integrators import check_memory, mean_field_flow
 from theory import (
     EVEN_ACTIVATIONS,
+    compare_stages,
     hermite_coefficients,
     hermite_energies,
     initial_alignment,
     lotka_volterra,
     mass_ode,
     mass_ratio,
-    measured_stage_times,
     stage_equilibria,
-    stage_times,
 )
 
 POINTS = 400
@@ -97,43 +96,30 @@ def run(instance, weight_decay, d, r, m, activation, samples, t_end, decay_off):
     }
 
 
-def _loss_at(ts, loss, t):
-    return float(np.interp(t, ts, loss)) if np.isfinite(t) else float("nan")
-
-
 def _analyse(o, s, weight_decay, activation, r, d, m, decay_off) -> dict:
     """Stage table and prediction errors for seed s of one sweep point."""
     ts, loss = o["ts"][s], o["loss"][s]
     E = hermite_energies(activation, r)
     eq = stage_equilibria(activation, r, d, weight_decay)
-    plateaus = [float(v) for v in eq.loss]
-    pred = stage_times(
-        activation=activation,
-        r=r,
-        d=d,
-        m=m,
-        weight_decay=weight_decay,
-        initial_alignment=o["initial_alignment"][s],
-    )
-    pred = {k: float(getattr(pred, k)) for k in ("t_0", "t_2", "t_4")}
-    measured = measured_stage_times(
-        ts, o["alpha"][s], o["q"][s], o["alignment_mean"][s], equilibrium=float(eq.mass[0])
-    ).tolist()
-    table = []
-    stages = zip(("0", "2", ">=4"), ("t_0", "t_2", "t_4"), strict=True)
-    for k, (order, tau) in enumerate(stages):
-        table.append(
-            {
-                "order": order,
-                "predicted_plateau": plateaus[k],
-                "paper_plateau": [float(E.plateau_0), float(E.plateau_2), 0.0][k],
-                "predicted_mass": float(eq.mass[k]),
-                "measured_loss_at_predicted_time": _loss_at(ts, loss, pred[tau]),
-                "measured_loss_at_measured_time": _loss_at(ts, loss, measured[k]),
-                "predicted_time": pred[tau],
-                "measured_time": measured[k],
-            }
-        )
+    cmp = compare_stages(
+        ts, loss, o["alpha"][s], o["q"][s], o["alignment_mean"][s], activation=activation,
+        r=r, d=d, m=m, weight_decay=weight_decay, initial_alignment=o["initial_alignment"][s],
+    )  # fmt: skip
+    measured = cmp.measured_time.tolist()
+    paper = [float(E.plateau_0), float(E.plateau_2), 0.0]
+    table = [
+        {
+            "order": order,
+            "predicted_plateau": float(cmp.predicted_plateau[k]),
+            "paper_plateau": paper[k],
+            "predicted_mass": float(cmp.predicted_mass[k]),
+            "measured_loss_at_predicted_time": float(cmp.loss_at_predicted_time[k]),
+            "measured_loss_at_measured_time": float(cmp.loss_at_measured_time[k]),
+            "predicted_time": float(cmp.predicted_time[k]),
+            "measured_time": measured[k],
+        }
+        for k, order in enumerate(("0", "2", ">=4"))
+    ]
     switch = _switch_off(o, s, activation, r, d, decay_off, eq, measured)
     # prediction errors over the degree-2 stage, [t_0, t_2] (measured times)
     lo, hi = table[0]["measured_time"], table[1]["measured_time"]

@@ -460,6 +460,16 @@ CASES["default_controller"] = [
 ]
 
 
+_CMP = dict(activation="abs", r=2, d=10, m=8, weight_decay=0.1)
+TS5, ONES5 = np.linspace(0.0, 4.0, 5), np.ones(5)
+CASES["compare_stages"] = [
+    (lambda: T.compare_stages(TS5, ONES5[:4], ONES5, ONES5, ONES5, **_CMP), ValueError, "`loss`"),
+    (lambda: T.compare_stages(TS5, ONES5 * NAN, ONES5, ONES5, ONES5, **_CMP), ValueError, "loss"),
+    (lambda: T.compare_stages(TS5, ONES5, ONES5, ONES5[:3], ONES5, **_CMP), ValueError, "`q`"),
+    (lambda: T.compare_stages(TS5[::-1], ONES5, ONES5, ONES5, ONES5, **_CMP), ValueError, "`ts`"),
+]
+
+
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES))
 
 

@@ -168,3 +168,21 @@ def test_typical_alignment_is_the_median_best_alignment():
     # initial_alignment projects on the target subspace first
     W = jnp.array([[1.0, 1.0, 10.0], [0.0, 2.0, 0.0]])
     np.testing.assert_allclose(initial_alignment(W, jnp.eye(3)[:2]), [0.5, 1.0])
+
+
+def test_compare_stages_puts_prediction_and_measurement_side_by_side():
+    from theory import compare_stages, stage_equilibria, stage_times
+
+    kw = dict(activation="abs", r=2, d=10, m=8, weight_decay=0.1)
+    ts = np.linspace(0.0, 40.0, 401)
+    K = float(stage_equilibria("abs", 2, 10, 0.1).mass[0])
+    alpha = K - (K - 1.0) * np.exp(-ts)  # reaches 90% of the way at t = log 10
+    q, align = np.exp(-ts / 4), np.minimum(1.0, 0.3 + ts / 20)
+    loss = 0.5 * np.exp(-ts / 10)
+    cmp = compare_stages(ts, loss, alpha, q, align, **kw)
+    st = stage_times(**kw)
+    np.testing.assert_allclose(cmp.predicted_time, [st.t_0, st.t_2, st.t_4])
+    np.testing.assert_allclose(cmp.measured_time, [2.4, 9.3, 12.1])  # first grid points past
+    np.testing.assert_allclose(
+        cmp.loss_at_measured_time, 0.5 * np.exp(-cmp.measured_time / 10), rtol=1e-3
+    )

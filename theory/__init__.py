@@ -63,18 +63,22 @@ from ._solution import (
     name_nonfinite as name_nonfinite,
     result_names as result_names,
 )
+from ._stages import (
+    StageComparison as StageComparison,
+    StageTimesSolution as StageTimesSolution,
+    compare_stages as compare_stages,
+    measured_stage_times as measured_stage_times,
+    stage_times as stage_times,
+)
 from ._staircase import (
     ODESolution as ODESolution,
     StageEquilibria as StageEquilibria,
-    StageTimesSolution as StageTimesSolution,
     initial_alignment as initial_alignment,
     lotka_volterra as lotka_volterra,
     mass_equilibrium as mass_equilibrium,
     mass_ode as mass_ode,
     mass_ratio as mass_ratio,
-    measured_stage_times as measured_stage_times,
     stage_equilibria as stage_equilibria,
-    stage_times as stage_times,
     tensor_power as tensor_power,
     typical_alignment as typical_alignment,
     weight_decay_plateaus as weight_decay_plateaus,

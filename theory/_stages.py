@@ -1,0 +1,256 @@
+"""Stage times of the multi-index staircase: predicted from the stage ODEs
+(`stage_times`), measured on a simulation (`measured_stage_times`), and the two side by side
+with the plateaus and the masses (`compare_stages`).
+
+Paper: *Learning Orthogonal Multi-Index Models Beyond Small Initialization: Incremental
+Learning, Competitive Dynamics and Symmetry* (NeurIPS 2026, arXiv:2609.10879).
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ._hermite import hermite_coefficients
+from ._solution import RESULTS, AbstractSolution, Readable
+from ._staircase import (
+    lotka_volterra,
+    mass_ratio,
+    stage_equilibria,
+    tensor_power,
+    typical_alignment,
+)
+from .checks import (
+    check_activation,
+    check_finite,
+    check_positive,
+    check_positive_int,
+    check_shape,
+    check_time_grid,
+    check_value,
+    inexact,
+)
+
+
+@functools.partial(jax.jit, static_argnames="activation")
+def _alignment_curves(p0, ts, activation):
+    """`tensor_power` from each of the starts p0 (r,), batched and compiled once."""
+    return jax.vmap(lambda p: tensor_power(p, ts, activation=activation))(p0)
+
+
+def _first_time(ts, ok):
+    return jnp.where(jnp.any(ok), ts[jnp.argmax(ok)], jnp.inf)
+
+
+class StageTimesSolution(AbstractSolution):
+    """Result of `stage_times`: the predicted times `t_0`, `t_2`, `t_4` (`inf` past the
+    horizon), with the `result` and `stats` of the ODE solves behind them (the first failure,
+    and the steps of both solves added).
+
+    >>> st = StageTimesSolution(
+    ...     t_0=jnp.asarray(1.0), t_2=jnp.asarray(5.0), t_4=jnp.asarray(jnp.inf),
+    ...     result=RESULTS.successful, stats={"num_steps": jnp.asarray(10)})
+    >>> bool(st.ok), float(st.t_4)  # t_4 past the horizon
+    (True, inf)
+    """
+
+    result: RESULTS
+    stats: dict
+    t_0: Float[Array, ""]
+    t_2: Float[Array, ""]
+    t_4: Float[Array, ""]
+
+
+def stage_times(
+    *,
+    activation: str,
+    r: int,
+    d: int,
+    m: int,
+    weight_decay,
+    alpha0=1.0,
+    threshold: float = 0.1,
+    eps: float = 0.1,
+    horizon: float = 1e3,
+    points: int = 20_001,
+    initial_alignment=None,
+    throw: bool = False,
+) -> StageTimesSolution:
+    """Predicted stage times, from the ODEs above and a uniform start (beta = alpha0 / d):
+
+    - t_0: alpha~ covers (1 - threshold) of the way to its stage-0 equilibrium
+      (`stage_equilibria`, closed form).
+    - t_2: q(t) <= threshold under the corrected Lotka-Volterra system.
+    - t_4: t_2 + the time the mean over the r target directions of the tensor-power
+      alignment p_k(t) takes to reach 1 - eps, each p_k started from the best neuron's
+      alignment with e_k: `initial_alignment` (r,) when given (from the initialization, see
+      `theory.initial_alignment`), else `typical_alignment(r, m)` for every k. (The old start
+      2 log(m) / r is >= 1 whenever m >= e^(r/2), where it gave t_4 = t_2; at the paper's
+      size it is above the actual best alignment, 0.552 against 0.383, and made t_4 30%
+      early.)
+
+    Times past `horizon` are `inf`.
+
+    >>> st = stage_times(activation="abs", r=8, d=40, m=20, weight_decay=0.4)
+    >>> bool(st.ok), bool(0 < st.t_0 < st.t_2 < st.t_4)
+    (True, True)
+    """
+    check_activation(activation, even=True)
+    r = check_positive_int("r", r)
+    d = check_positive_int("d", d, minimum=r)
+    m = check_positive_int("m", m)
+    c = hermite_coefficients(activation, 2)
+    c0, c2 = c[0], c[2]
+    equilibria = stage_equilibria(activation, r, d, weight_decay)
+    K = equilibria.mass[0]
+    for name, value in (("threshold", threshold), ("eps", eps)):
+        check_shape(name, value, ())
+        v = inexact(value, name=name)
+        check_value(value, (v > 0) & (v < 1), f"`{name}` must lie in (0, 1), got {value}")
+    alpha0 = check_positive("alpha0", alpha0)
+    alpha0 = check_value(
+        alpha0,
+        jnp.asarray(alpha0) < K,
+        "stage 0 grows the mass from `alpha0` to its equilibrium (`stage_equilibria`): "
+        f"`alpha0` must be below it, got {alpha0}",
+    )
+    horizon = check_positive("horizon", horizon)
+    points = check_positive_int("points", points, minimum=2)
+    target = alpha0 + (1.0 - threshold) * (K - alpha0)
+    # log((K / alpha0 - 1) / (K / target - 1)) with K - target = threshold (K - alpha0): no
+    # cancellation at small threshold (1e-200 gave K / target - 1 = 0 and t_0 = inf)
+    t0 = (jnp.log(target / alpha0) - jnp.log(threshold)) / equilibria.rate[0]
+    ts = jnp.linspace(0.0, horizon, points)
+    beta0 = jnp.array([alpha0 / d, alpha0 / d])
+    lv = lotka_volterra(beta0, ts, c0=c0, c2=c2, r=r, d=d, weight_decay=weight_decay)
+    t2 = _first_time(ts, mass_ratio(lv.ys, c0=c0, c2=c2, r=r, d=d) <= threshold)
+    if initial_alignment is None:
+        p0 = jnp.full((r,), typical_alignment(r, m))
+    else:
+        if jnp.ndim(initial_alignment) != 0:
+            check_shape("initial_alignment", initial_alignment, (r,))
+        p0 = jnp.broadcast_to(inexact(initial_alignment, ts.dtype, "initial_alignment"), (r,))
+        p0 = check_value(
+            p0,
+            (p0 >= 0) & (p0 <= 1),
+            f"`initial_alignment` must lie in [0, 1] (squared cosines), got {initial_alignment}",
+        )
+    tp = _alignment_curves(p0, ts, activation)
+    t4 = t2 + _first_time(ts, jnp.mean(tp.ys, axis=0) >= 1.0 - eps)
+    tp_ok = jnp.all(tp.ok)
+    tp_result = RESULTS.where(tp_ok, RESULTS.successful, RESULTS.max_steps_reached)
+    result = RESULTS.where(lv.ok, tp_result, lv.result)
+    stats = {k: lv.stats[k] + jnp.sum(tp.stats[k]) for k in lv.stats}
+    out = StageTimesSolution(t_0=t0, t_2=t2, t_4=t4, result=result, stats=stats)
+    return out.raise_if_failed(throw)
+
+
+def measured_stage_times(
+    ts, alpha, q, alignment, *, equilibrium, threshold: float = 0.1, eps: float = 0.1
+) -> np.ndarray:
+    """The stage times of a simulation, measured the way `stage_times` predicts them: the
+    first save time at which alpha~ is past (1 - threshold) of the way from alpha~(0) to
+    `equilibrium`, at which q(t) < threshold, and at which the best neurons' mean alignment is
+    above 1 - eps; `inf` where it never happens. NumPy in, NumPy out (a measurement).
+
+    >>> ts = np.array([0.0, 1.0, 2.0, 3.0])
+    >>> measured_stage_times(ts, np.array([1.0, 2.0, 3.0, 3.0]), np.array([1.0, 0.5, 0.05, 0.01]),
+    ...                      np.array([0.1, 0.2, 0.5, 0.95]), equilibrium=3.0).tolist()
+    [2.0, 2.0, 3.0]
+    """
+    ts = np.asarray(check_time_grid("ts", ts))
+    for name, x in (("alpha", alpha), ("q", q), ("alignment", alignment)):
+        check_shape(name, x, ts.shape)
+    alpha, q, alignment = (
+        np.asarray(check_finite(name, inexact(x, float, name)))
+        for name, x in (("alpha", alpha), ("q", q), ("alignment", alignment))
+    )
+    equilibrium = float(check_finite("equilibrium", inexact(equilibrium, float, "equilibrium")))
+    for name, v in (("threshold", threshold), ("eps", eps)):
+        if not 0 < float(v) < 1:
+            raise ValueError(f"`{name}` must lie in (0, 1), got {v}")
+
+    def first(ok):
+        hit = np.flatnonzero(ok)
+        return float(ts[hit[0]]) if hit.size else float("inf")
+
+    level = alpha[0] + (1.0 - threshold) * (equilibrium - alpha[0])
+    return np.array([first(alpha > level), first(q < threshold), first(alignment > 1.0 - eps)])
+
+
+class StageComparison(Readable):
+    """Predicted against measured, per stage (0, 2 and >= 4; each field (3,)): `compare_stages`.
+
+    - `predicted_time`, `measured_time`: `stage_times` and `measured_stage_times` (`inf` where
+      a stage is not reached).
+    - `predicted_plateau`: the loss after the stage (`stage_equilibria(...).loss`);
+      `loss_at_predicted_time`, `loss_at_measured_time`: the simulated loss there
+      (interpolated linearly; NaN at an infinite time).
+    - `predicted_mass`: the stage's mass equilibrium alpha~*.
+    - `prediction`: the `StageTimesSolution` behind `predicted_time` (its `result`).
+    """
+
+    predicted_time: np.ndarray
+    measured_time: np.ndarray
+    predicted_plateau: np.ndarray
+    loss_at_predicted_time: np.ndarray
+    loss_at_measured_time: np.ndarray
+    predicted_mass: np.ndarray
+    prediction: StageTimesSolution
+
+
+def compare_stages(
+    ts,
+    loss,
+    alpha,
+    q,
+    alignment,
+    *,
+    activation: str,
+    r: int,
+    d: int,
+    m: int,
+    weight_decay,
+    initial_alignment=None,
+    threshold: float = 0.1,
+    eps: float = 0.1,
+) -> StageComparison:
+    """A simulated staircase against its prediction: the stage times predicted by
+    `stage_times` (started from `initial_alignment`, see there) and measured on the run by
+    `measured_stage_times` (alpha~, q = beta_2 / beta_1 and the best neurons' mean alignment
+    at the save times `ts`), with the predicted plateaus and masses and the run's `loss` at
+    both times. NumPy out (a measurement).
+
+    >>> ts = np.linspace(0.0, 40.0, 5)
+    >>> cmp = compare_stages(ts, np.full(5, 0.1), np.linspace(1.0, 3.0, 5), np.full(5, 0.5),
+    ...                      np.full(5, 0.3), activation="abs", r=2, d=10, m=8, weight_decay=0.1)
+    >>> cmp.measured_time.tolist()[1:], bool(cmp.prediction.ok)
+    ([inf, inf], True)
+    """
+    ts = np.asarray(check_time_grid("ts", ts), dtype=float)
+    check_shape("loss", loss, ts.shape)
+    loss = np.asarray(check_finite("loss", inexact(loss, float, "loss")))
+    eq = stage_equilibria(activation, r, d, weight_decay)
+    prediction = stage_times(
+        activation=activation, r=r, d=d, m=m, weight_decay=weight_decay,
+        initial_alignment=initial_alignment, threshold=threshold, eps=eps,
+    )  # fmt: skip
+    predicted = np.array([float(prediction.t_0), float(prediction.t_2), float(prediction.t_4)])
+    measured = measured_stage_times(
+        ts, alpha, q, alignment, equilibrium=float(eq.mass[0]), threshold=threshold, eps=eps
+    )
+
+    def loss_at(t):
+        return np.array([np.interp(v, ts, loss) if np.isfinite(v) else np.nan for v in t])
+
+    return StageComparison(
+        predicted_time=predicted,
+        measured_time=measured,
+        predicted_plateau=np.asarray(eq.loss, dtype=float),
+        loss_at_predicted_time=loss_at(predicted),
+        loss_at_measured_time=loss_at(measured),
+        predicted_mass=np.asarray(eq.mass, dtype=float),
+        prediction=prediction,
+    )
