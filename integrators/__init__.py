@@ -7,10 +7,8 @@ property and a `stats` dict, and takes `throw=False`. The solver machinery they 
 
 from ._critical import (
     CriticalPointSolution as CriticalPointSolution,
-    HessianSpectrumSolution as HessianSpectrumSolution,
     critical_point as critical_point,
     escape_saddle as escape_saddle,
-    hessian_spectrum as hessian_spectrum,
 )
 from ._flow import (
     OrthogonalFlowSolution as OrthogonalFlowSolution,
@@ -34,6 +32,10 @@ from ._mean_field import (
     MeanFieldFlowSolution as MeanFieldFlowSolution,
     check_memory as check_memory,
     mean_field_flow as mean_field_flow,
+)
+from ._spectrum import (
+    HessianSpectrumSolution as HessianSpectrumSolution,
+    hessian_spectrum as hessian_spectrum,
 )
 from ._sweep import (
     SweepConfigError as SweepConfigError,
