@@ -22,6 +22,13 @@ from ._hermite import (
     hermite_energies as hermite_energies,
     second_moment as second_moment,
 )
+from ._jump_tools import (
+    coverage_width as coverage_width,
+    crossing_times as crossing_times,
+    jump_time_grid as jump_time_grid,
+    min_norm_cost as min_norm_cost,
+    predicted_exponents as predicted_exponents,
+)
 from ._kernels import (
     arccos_kernel as arccos_kernel,
     dual_kernel as dual_kernel,
@@ -48,11 +55,6 @@ from ._regimes import (
 )
 from ._saddle import (
     SaddleJumpsSolution as SaddleJumpsSolution,
-    coverage_width as coverage_width,
-    crossing_times as crossing_times,
-    jump_time_grid as jump_time_grid,
-    min_norm_cost as min_norm_cost,
-    predicted_exponents as predicted_exponents,
     saddle_jumps as saddle_jumps,
 )
 from ._solution import (

@@ -23,7 +23,6 @@ Implicit Bias* (NeurIPS 2026, arXiv:2605.27097).
 """
 
 import functools
-import math
 
 import equinox as eqx
 import jax
@@ -34,13 +33,10 @@ from jaxtyping import Array, Bool, Float, Int
 from . import _fast_phase
 from ._solution import RESULTS, AbstractSolution
 from .checks import (
-    _real_numbers,
     check_finite,
     check_plus_minus_one,
     check_positive,
-    check_positive_int,
     check_shape,
-    check_time_grid,
     check_time_scale,
     check_value,
     inexact,
@@ -450,110 +446,6 @@ def _finite_alpha(pred: SaddleJumpsSolution, y, signs, directions, tau) -> Saddl
     )
 
 
-def predicted_exponents(
-    prediction: SaddleJumpsSolution, ts: Float[Array, " T"]
-) -> Float[Array, "T m"]:
-    """Algorithm 1's exponents ell_j(t) at the times `ts` (||w_j|| = alpha^(-ell_j)).
-
-    ell_j(0) = -1 and ell_j grows at `rates[k, j]` on (t_{k-1}, t_k); a neuron that fires
-    stays at ell = 0. After the last jump no neuron has unfitted support, so the exponents
-    stop. `jax.vmap`-able over seeds.
-
-    >>> pred = saddle_jumps(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[0.3]]))
-    >>> predicted_exponents(pred, jnp.array([0.0, 0.5, 2.0]))[:, 0].tolist()
-    [-1.0, -0.5, 0.0]
-    """
-    return _predicted_exponents(prediction, check_time_grid("ts", ts))
-
-
-@jax.jit
-def _predicted_exponents(prediction: SaddleJumpsSolution, ts):
-    real = prediction.neurons >= 0
-    starts = jnp.concatenate([jnp.zeros((1,)), jnp.where(real, prediction.times, jnp.inf)[:-1]])
-    ends = jnp.where(real, prediction.times, jnp.inf)
-    spent = jnp.clip(ts[:, None] - starts[None, :], 0.0, (ends - starts)[None, :])  # (T, K)
-    ell = -1.0 + jnp.where(real[None, :], spent, 0.0) @ prediction.rates
-    return jnp.minimum(ell, 0.0)
-
-
-def min_norm_cost(y: Float[Array, " n"]) -> Float[Array, ""]:
-    """Smallest 1/2 ||theta||^2 over all interpolators of orthonormal data: ||y_+|| + ||y_-||.
-
-    Lower bound: each neuron contributes c_j = a_j relu(X w_j) with ||c_j|| <= |a_j| ||w_j||
-    <= (a_j^2 + ||w_j||^2)/2, entrywise >= 0 for a_j > 0 and <= 0 for a_j < 0. Interpolation
-    sum_j c_j = y then forces sum_{a_j>0} c_j >= y_+ entrywise, so
-    sum_{a_j>0} ||c_j|| >= ||sum_{a_j>0} c_j|| >= ||y_+||, and likewise for y_-.
-    Attained by one neuron per sign: a = sqrt(||y_+||), w = sum_{y_i>0} (y_i / a) x_i, and the
-    same for y_- with a < 0.
-
-    >>> float(min_norm_cost(jnp.array([3.0, 4.0, -1.0])))
-    6.0
-    """
-    y = check_finite("y", inexact(y, name="y"))
-    check_shape("y", y, (None,))
-    pos = jnp.where(y > 0, y, 0.0)
-    neg = jnp.where(y < 0, y, 0.0)
-    return jnp.linalg.norm(pos) + jnp.linalg.norm(neg)
-
-
-def coverage_width(n, delta=1e-4):
-    """Width m = ceil(ln(n / delta) / ln(4/3)) for which every sample lies in some neuron's
-    support with probability >= 1 - delta.
-
-    A sample misses one random neuron's support (<u, x_i> > 0 and s y_i > 0, probability 1/4)
-    with probability 3/4, so a union bound gives P(some sample uncovered) <= n (3/4)^m.
-    With delta = 1e-4 this is the paper's m = ceil(ln(1e4 n) / ln(4/3)); n = 32 gives 45.
-    Returns a Python int for concrete inputs (Python and NumPy numbers, arrays), a JAX
-    integer array under `jit`.
-
-    >>> coverage_width(32)
-    45
-    """
-    if delta is None or isinstance(delta, str | bool):
-        raise ValueError(f"`delta` must be a number in (0, 1), got {delta!r}")
-    if is_concrete(n) and is_concrete(delta):
-        n = check_positive_int("n", n)
-        if not 0 < float(np.asarray(delta)) < 1:
-            raise ValueError(f"`delta` must lie in (0, 1), got {delta}")
-        return math.ceil((math.log(n) - math.log(delta)) / math.log(4 / 3) - 1e-12)
-    n, delta = _real_numbers("n", n), _real_numbers("delta", delta)
-    whole = jnp.issubdtype(n.dtype, jnp.integer) | (jnp.floor(n) == n)  # traced 2.5 is not a count
-    ok = (n >= 1) & whole & (delta > 0) & (delta < 1)
-    n = check_value(n, ok, "`n` must be an integer >= 1 and `delta` in (0, 1)")
-    return jnp.ceil((jnp.log(n) - jnp.log(delta)) / jnp.log(4.0 / 3.0) - 1e-12).astype(int)
-
-
-def crossing_times(
-    ts: Float[Array, " T"], loss: Float[Array, " T"], prediction: SaddleJumpsSolution
-) -> Float[Array, " K"]:
-    """Measured jump times of a simulated loss curve, matched to a `SaddleJumpsSolution` prediction.
-
-    Jump k is measured as the first time at which `loss` falls below the midpoint between the
-    predicted plateaus k-1 and k (plateau 0 = mean(y^2)/2), interpolated linearly in log-loss
-    between save times. `nan` where the loss never crosses within `ts`, or after the last
-    predicted jump. `jax.vmap`-able over seeds.
-
-    >>> pred = saddle_jumps(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[0.3]]))
-    >>> ts = jnp.array([0.0, 1.0, 2.0]); loss = jnp.array([0.5, 0.5, 0.125])
-    >>> float(crossing_times(ts, loss, pred)[0])  # log-loss crosses log 0.25 half-way
-    1.5
-    """
-    ts = check_time_grid("ts", ts)
-    check_shape("loss", loss, (ts.shape[0],))
-    loss = inexact(loss, ts.dtype, "loss")
-    # inf marks save times after a failed solve stopped (never crossed); NaN or a negative
-    # value is no loss at all
-    loss = check_value(
-        loss, jnp.all(loss >= 0), "`loss` must be >= 0 (inf after a failed solve), without NaN"
-    )
-    return _crossing_times(ts, loss, prediction)
-
-
-@jax.jit
-def _crossing_times(ts, loss, prediction):
-    return _crossings(ts, loss, prediction.initial_plateau, prediction.plateaus)
-
-
 def _crossings(ts, loss, initial_plateau, plateaus):
     before = jnp.concatenate([initial_plateau[None], plateaus[:-1]])
     levels = 0.5 * (before + plateaus)
@@ -571,40 +463,3 @@ def _crossings(ts, loss, initial_plateau, plateaus):
         return jnp.where(jnp.any(below) & jnp.isfinite(level), t, jnp.nan)
 
     return jax.vmap(one)(levels)
-
-
-def jump_time_grid(
-    prediction: SaddleJumpsSolution,
-    t1,
-    *,
-    time_scale,
-    num: int = 4000,
-    window: float = 30.0,
-    window_points: int = 256,
-) -> Float[Array, " T"]:
-    """Save times that resolve every jump: a uniform grid on [0, t1] merged with a dense
-    window around each predicted jump time t_k.
-
-    At finite alpha a jump lasts ~ n / (log(1/alpha) ||y_S||) in the rescaled clock and lands
-    O(1/log(1/alpha)) away from t_k, so at alpha = 10^-10000 it is far narrower than any
-    affordable uniform grid. With `time_scale` tau = log(1/alpha), window k is t_k (1 +- w)
-    with w = min(0.5, `window` / tau), sampled at `window_points` points (clipped to [0, t1]).
-    Returns the sorted grid of `num` + K `window_points` times (K = min(m, n)), the last one
-    `t1`; pass it to the flow and its loss to `crossing_times`. Padded (not real) jumps add
-    copies of `t1`.
-
-    >>> pred = saddle_jumps(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[0.3]]))
-    >>> ts = jump_time_grid(pred, 2.0, time_scale=100.0, num=5, window_points=3)
-    >>> ts.tolist()
-    [0.0, 0.5, 0.7, 1.0, 1.0, 1.3, 1.5, 2.0]
-    """
-    num = check_positive_int("num", num)
-    window_points = check_positive_int("window_points", window_points)
-    t1 = check_positive("t1", inexact(t1, name="t1"))
-    window = check_positive("window", window, scalar=True)
-    w = jnp.minimum(0.5, window / check_time_scale(time_scale, t1.dtype))
-    centers = jnp.where(jnp.isfinite(prediction.times), prediction.times, t1)
-    offsets = jnp.linspace(-1.0, 1.0, window_points, dtype=t1.dtype)
-    local = centers[:, None] * (1.0 + w * offsets[None, :])
-    grid = jnp.concatenate([jnp.linspace(0.0, t1, num, dtype=t1.dtype), local.ravel()])
-    return jnp.sort(jnp.clip(grid, 0.0, t1))
