@@ -25,8 +25,10 @@ def compile_cache(enabled: bool = True) -> Path | None:
     """Turn on JAX's persistent compilation cache in `compile_cache_dir()`, for programs of
     any compile time and size, so that rerunning a benchmark with the same options reads its
     programs back instead of compiling them. JAX does not store programs that contain host
-    callbacks, and every traced `eqx.error_if` check is one (it raises through
-    `jax.pure_callback`): the sweeps' programs therefore still compile on every run. A
+    callbacks. The engine's own argument checks add none inside a sweep (they are collected,
+    `theory.checks.collect_checks`), but `diffrax.diffeqsolve` checks `SaveAt(ts=...)` with
+    `eqx.error_if` whatever `throw` is: programs with a diffrax solve still compile on every
+    run. A
     process-wide setting, made by the benchmarks' CLI only; `enabled=False` leaves JAX as it
     is, and so does a cache folder that cannot be created (with a warning). Returns the
     folder, or None."""

@@ -56,7 +56,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from theory.checks import check_positive_int
+from theory.checks import check_positive_int, collect_checks
 
 from ._fingerprint import code_digest, digest
 
@@ -206,10 +206,14 @@ class _Programs:
 
         self.run_one = lambda inst, dyn: run(inst, **static, **dyn)
         self.make_one = lambda key, dyn: make(key, **static, **dyn)
+        # the argument checks inside make and run are collected, not host callbacks: the
+        # programs stay cacheable, and a seed whose check failed fails its chunk by name
+        self.run_checked, self.run_messages = _collecting(self.run_one)
+        make_checked, self.make_messages = _collecting(self.make_one)
         # `make` runs unsharded: XLA:CPU was seen to hang running LAPACK (the QR of
         # `orthogonal_data`) on several host devices at once. Instances are cheap; they are
         # then laid out over the mesh.
-        self.make = jax.jit(jax.vmap(self.make_one, in_axes=(0, None)))
+        self.make = jax.jit(jax.vmap(make_checked, in_axes=(0, None)))
         self.batch_size = batch_size
         self.run = None
 
@@ -222,7 +226,7 @@ class _Programs:
                 f"{shapes!r} with no arrays"
             )
         if self.batch_size is None:
-            compiled = jax.jit(self.run_one).lower(instance_one, dyn).compile()
+            compiled = jax.jit(self.run_checked).lower(instance_one, dyn).compile()
             mem = compiled.memory_analysis()
             per_seed = (
                 mem.temp_size_in_bytes + mem.argument_size_in_bytes + mem.output_size_in_bytes
@@ -231,7 +235,7 @@ class _Programs:
         b = self.batch_size
 
         def run_local(instances, dyn):
-            return jax.lax.map(lambda inst: self.run_one(inst, dyn), instances, batch_size=b)
+            return jax.lax.map(lambda inst: self.run_checked(inst, dyn), instances, batch_size=b)
 
         self.run = jax.jit(
             jax.shard_map(
@@ -246,6 +250,34 @@ class _Programs:
 
 
 _PROGRAMS: dict[tuple, _Programs] = {}  # compiled programs, reused by later sweeps
+
+
+def _collecting(fn):
+    """`fn` returning (its output, the outcomes of the argument checks traced inside it), and
+    the checks' messages (filled when it is traced; `theory.checks.collect_checks`)."""
+    messages: list[str] = []
+
+    def wrapped(*args):
+        with collect_checks() as found:
+            out = fn(*args)
+        found = found or [(jnp.asarray(True), "")]  # one entry: lax.map needs a nonempty axis
+        messages[:] = [message for _, message in found]
+        oks = jnp.stack([ok for ok, _ in found])
+        return out, oks
+
+    return wrapped, messages
+
+
+def _raise_failed_checks(oks, messages, lo: int, what: str) -> None:
+    """A ValueError naming the first failed check of the first seed (of `lo + i`) that failed."""
+    oks = np.asarray(oks).reshape(len(oks), -1)
+    bad = np.flatnonzero(~np.all(oks, axis=1))
+    if bad.size:
+        seed, check = int(bad[0]), int(np.flatnonzero(~oks[bad[0]])[0])
+        raise ValueError(
+            f"{messages[check]} (an argument check in `{what}` under jit, seed {lo + seed}; "
+            f"{bad.size} seed(s) of this chunk failed a check)"
+        )
 
 
 def _key_itself(key, **params):
@@ -604,9 +636,12 @@ def _compute_chunk(prog: _Programs, key0, lo: int, size: int, real: int, dyn) ->
     idx = np.arange(lo, lo + size)
     keys = np.asarray(jax.vmap(lambda i: jax.random.fold_in(key0, i))(jnp.asarray(idx)))
     sharding = NamedSharding(prog.mesh, PartitionSpec("seed"))
-    made = jax.tree_util.tree_map(np.asarray, prog.make(jnp.asarray(keys), dyn))
+    made, make_oks = prog.make(jnp.asarray(keys), dyn)
+    _raise_failed_checks(np.asarray(make_oks)[:real], prog.make_messages, lo, "make")
+    made = jax.tree_util.tree_map(np.asarray, made)
     instances = jax.tree_util.tree_map(
         lambda x: jax.make_array_from_callback(x.shape, sharding, lambda i: x[i]), made
     )
-    outs = _to_host(prog.run(instances, dyn))
+    outs, run_oks = _to_host(prog.run(instances, dyn))
+    _raise_failed_checks(run_oks[:real], prog.run_messages, lo, "run")
     return {k: v[:real] for k, v in _flat_names(outs).items()}

@@ -325,3 +325,17 @@ def test_two_processes_writing_one_folder_do_not_corrupt_it(tmp_path):
     again = _job(out, tmp_path / "r2.npz", "--steps", "3000")
     assert again["computed"] == 0  # every chunk on disk is whole and valid
     _same(tmp_path / "r0.npz", tmp_path / "r2.npz")
+
+
+def test_argument_checks_in_a_sweep_are_collected_not_callbacks():
+    # a traced check inside run is recorded (no host callback in the program) and fails its
+    # chunk with the check's own message
+    from theory.checks import check_positive
+
+    def run(key, scale):
+        return {"x": check_positive("scale", scale) * jax.random.normal(key)}
+
+    res = sweep(run, seeds=4, grid=[{"scale": 1.0}, {"scale": -1.0}], progress=False)
+    assert res.failed[0] == [] and len(res.failed[1]) == 1 and not res.ok
+    assert "`scale` must be finite and > 0" in res.failed[1][0]["error"]
+    assert "seed 0" in res.failed[1][0]["error"]

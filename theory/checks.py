@@ -11,6 +11,8 @@ Traceback (most recent call last):
 ValueError: `y` must have shape (3,), got (3, 1)
 """
 
+import contextlib
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -111,8 +113,43 @@ def check_dtype(dtype):
     return d
 
 
+_COLLECTORS: list[list] = []  # the active `collect_checks` contexts, innermost last
+
+
+@contextlib.contextmanager
+def collect_checks():
+    """Within this context, a check of a traced value records `(ok, message)` in the list it
+    yields instead of adding `eqx.error_if` (a host callback) to the program: the caller
+    returns the `ok`s from the traced function and reports a failure itself, and the program
+    has no callback, so JAX's persistent cache can store it. `integrators.sweep` traces every
+    `make` and `run` this way and records a seed whose check failed as a failed chunk with the
+    check's message. Checks of concrete values still raise at once.
+
+    >>> with collect_checks() as found:
+    ...     y = jax.jit(lambda v: check_value(v, v > 0, "`v` must be > 0") + 0.0)  # traced later
+    >>> found
+    []
+    """
+    found: list = []
+    _COLLECTORS.append(found)
+    try:
+        yield found
+    finally:
+        _COLLECTORS.pop()
+
+
+def _traced_check(x, ok, message: str):
+    """`x`, with the traced check `ok` either recorded (`collect_checks`) or added as
+    `eqx.error_if`."""
+    if _COLLECTORS:
+        _COLLECTORS[-1].append((jnp.all(ok), message))
+        return x
+    return eqx.error_if(jnp.asarray(x), ~jnp.all(ok), message)
+
+
 def check_value(x, ok, message: str):
-    """Raise `ValueError(message)` when `ok` is False; under `jit` use `eqx.error_if`.
+    """Raise `ValueError(message)` when `ok` is False; under `jit` use `eqx.error_if` (or
+    record the check, inside `collect_checks`).
 
     `ok` is a boolean (or boolean array, reduced with `all`) computed from `x`. Returns `x`,
     which callers must use so that the runtime check stays in the traced program.
@@ -124,7 +161,7 @@ def check_value(x, ok, message: str):
         if not bool(np.all(np.asarray(ok))):
             raise ValueError(message)
         return x
-    return eqx.error_if(jnp.asarray(x), ~jnp.all(ok), message)
+    return _traced_check(x, ok, message)
 
 
 def _xp(x):
@@ -173,7 +210,7 @@ def check_alpha(alpha, dtype):
         tiny = float(jnp.finfo(dtype).tiny)
         a = jnp.asarray(alpha)
         ok = (a > 0) & (a < 1) & (a * a >= tiny)
-        return eqx.error_if(a, ~ok, f"`alpha` must lie in (0, 1) with alpha**2 >= {tiny:g}")
+        return _traced_check(a, ok, f"`alpha` must lie in (0, 1) with alpha**2 >= {tiny:g}")
     a = float(np.asarray(alpha))
     if not 0.0 < a < 1.0:
         raise ValueError(f"`alpha` must lie in (0, 1), got {a}")
