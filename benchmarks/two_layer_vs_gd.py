@@ -64,7 +64,7 @@ def case(n, d, p, width, horizon, etas, seed):
     tau = float(p * np.log(10.0))
     ref = Reference(X, y, model, tau, horizon, etas)
     grid = jnp.concatenate([jnp.zeros(1), jnp.asarray(ref.ts)])
-    flow = functools.partial(two_layer_flow, model, X, y, grid, time_scale=tau)
+    flow = functools.partial(two_layer_flow, X, y, model, grid, time_scale=tau)
     jax.block_until_ready(flow().loss)
     timer = Timer()
     sol = flow()

@@ -139,9 +139,10 @@ def test_which_dynamics_the_orthonormal_flow_integrates(alpha, eta, agrees):
     checkpoints = int(np.ceil(float(pred.horizon(1.3)) * tau / eta / every))
     gd = _plain_gd_losses(X, y, model, eta, checkpoints, every)
     ts = jnp.arange(1, checkpoints + 1) * every * eta / tau  # rescaled time of each checkpoint
-    flow = orthogonal_flow(Q, y, model, ts, time_scale=tau, rtol=1e-10, atol=1e-10)
+    grid = jnp.concatenate([jnp.zeros(1), ts])  # the flow starts from `model` at grid[0] = 0
+    flow = orthogonal_flow(Q, y, model, grid, time_scale=tau, rtol=1e-10, atol=1e-10)
     k = int(pred.num_jumps)
-    t_gd, t_flow = crossing_times(ts, gd, pred)[:k], crossing_times(ts, flow.loss, pred)[:k]
+    t_gd, t_flow = crossing_times(ts, gd, pred)[:k], crossing_times(ts, flow.loss[1:], pred)[:k]
     rel = np.asarray(jnp.abs(t_gd / t_flow - 1))
     if agrees:  # coupling 3e-14 far below alpha = 1e-8: the same dynamics, to GD's step error
         assert np.nanmax(rel) < 0.01
