@@ -258,7 +258,7 @@ def _collecting(fn):
     messages: list[str] = []
 
     def wrapped(*args):
-        with collect_checks() as found:
+        with collect_checks(*args) as found:
             out = fn(*args)
         found = found or [(jnp.asarray(True), "")]  # one entry: lax.map needs a nonempty axis
         messages[:] = [message for _, message in found]

@@ -117,7 +117,7 @@ _COLLECTORS: list[list] = []  # the active `collect_checks` contexts, innermost 
 
 
 @contextlib.contextmanager
-def collect_checks():
+def collect_checks(*traced):
     """Within this context, a check of a traced value records `(ok, message)` in the list it
     yields instead of adding `eqx.error_if` (a host callback) to the program: the caller
     returns the `ok`s from the traced function and reports a failure itself, and the program
@@ -125,13 +125,24 @@ def collect_checks():
     `make` and `run` this way and records a seed whose check failed as a failed chunk with the
     check's message. Checks of concrete values still raise at once.
 
-    >>> with collect_checks() as found:
-    ...     y = jax.jit(lambda v: check_value(v, v > 0, "`v` must be > 0") + 0.0)  # traced later
-    >>> found
-    []
+    Only checks traced at the level of `traced` (the arguments of the function being traced)
+    are collected: a check inside a transformation within it (a `jax.vmap` in the function)
+    cannot leave that scope and stays an `eqx.error_if`.
+
+    >>> def f(v):
+    ...     with collect_checks(v) as found:
+    ...         v = check_value(v, v > 0, "`v` must be > 0")
+    ...     return v, jnp.stack([ok for ok, _ in found])
+    >>> jax.jit(f)(-1.0)[1].tolist()
+    [False]
     """
+    leaves = [x for x in jax.tree_util.tree_leaves(traced) if isinstance(x, jax.core.Tracer)]
+    traces = []  # the traces of the arguments: a check at one of them can be returned
+    for x in leaves:
+        if not any(x._trace is t for t in traces):
+            traces.append(x._trace)
     found: list = []
-    _COLLECTORS.append(found)
+    _COLLECTORS.append((traces, found))
     try:
         yield found
     finally:
@@ -139,12 +150,15 @@ def collect_checks():
 
 
 def _traced_check(x, ok, message: str):
-    """`x`, with the traced check `ok` either recorded (`collect_checks`) or added as
-    `eqx.error_if`."""
+    """`x`, with the traced check `ok` either recorded (`collect_checks`, at its level) or
+    added as `eqx.error_if`."""
+    ok = jnp.all(ok)
     if _COLLECTORS:
-        _COLLECTORS[-1].append((jnp.all(ok), message))
-        return x
-    return eqx.error_if(jnp.asarray(x), ~jnp.all(ok), message)
+        traces, found = _COLLECTORS[-1]
+        if any(getattr(ok, "_trace", None) is t for t in traces):
+            found.append((ok, message))
+            return x
+    return eqx.error_if(jnp.asarray(x), ~ok, message)
 
 
 def check_value(x, ok, message: str):
