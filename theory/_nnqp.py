@@ -98,19 +98,38 @@ def nnqp(G, b, *, tol, max_steps: int, throw: bool = False) -> NNQPSolution:
 
 
 def _check_psd(G):
-    """G must be symmetric positive semidefinite, to rounding: |G - G^T| and the most negative
-    eigenvalue within 100 n eps ||G|| (an indefinite G has no minimizer or a local one)."""
+    """G must be symmetric positive semidefinite, to rounding: |G - G^T| within 100 n eps
+    max |G|, and G + that I positive definite (an indefinite G has no minimizer, or a local
+    one)."""
     n = G.shape[0]
     size = jnp.max(jnp.abs(G))
+    size = jnp.where(size > 0, size, 1.0)  # G = 0 is positive semidefinite
     slack = 100 * n * jnp.finfo(G.dtype).eps * size
     G = check_value(
         G, jnp.max(jnp.abs(G - G.T)) <= slack, f"`G` must be symmetric, got an asymmetric {n}x{n}"
     )
-    low = jnp.min(jnp.linalg.eigvalsh(G))
     return check_value(
-        G, low >= -slack, "`G` must be positive semidefinite (the program is then convex), "
-        "got a negative eigenvalue"
+        G, _cholesky_succeeds(G + slack * jnp.eye(n, dtype=G.dtype)),
+        "`G` must be positive semidefinite (the program is then convex), got a negative "
+        "eigenvalue",
     )  # fmt: skip
+
+
+def _cholesky_succeeds(M):
+    """Whether every Cholesky pivot of symmetric M is > 0 (M positive definite), in plain XLA
+    operations like `spd_solve` (no LAPACK: see there)."""
+    n = M.shape[0]
+    idx = jnp.arange(n)
+
+    def column(j, carry):
+        L, ok = carry
+        v = M[:, j] - L @ L[j, :]
+        ok = ok & (v[j] > 0)
+        diag = jnp.sqrt(jnp.where(v[j] > 0, v[j], 1.0))
+        L = L.at[:, j].set(jnp.where(idx > j, v / diag, jnp.where(idx == j, diag, 0.0)))
+        return L, ok
+
+    return jax.lax.fori_loop(0, n, column, (jnp.zeros_like(M), jnp.asarray(True)))[1]
 
 
 def _active_set(G, b, tol, max_iter):
