@@ -83,6 +83,7 @@ def test_flow_requires_orthonormal_rows():
         orthogonal_flow(X, y, model, ts, time_scale=0.0)
 
 
+@pytest.mark.slow  # default-run budget: the capability keeps other default tests
 def test_stats_and_solver_options():
     import diffrax
 

@@ -79,6 +79,7 @@ def test_deep_homogeneous_net_conserves_layer_balances():
     assert drift.max() < 1e-6
 
 
+@pytest.mark.slow  # default-run budget: the capability keeps other default tests
 def test_steady_state_event_and_trajectory():
     model = eqx.nn.Linear(3, 1, key=jax.random.PRNGKey(4))
     x = jnp.array([1.0, -2.0, 0.5])
@@ -205,6 +206,7 @@ def test_steady_state_is_located_to_the_tolerance():
     assert abs(float(sol.steady_time) / np.log(2000.0) - 1) < 1e-3
 
 
+@pytest.mark.slow  # default-run budget: the capability keeps other default tests
 def test_a_second_call_with_new_values_compiles_nothing():
     mlp, loss, data = _mlp_problem()
     ts = jnp.linspace(0.0, 1.0, 3)

@@ -65,6 +65,7 @@ def test_max_margin_hand_case():
     np.testing.assert_allclose([mm.norm, mm.dual[0]], [1.0, 1.0])
 
 
+@pytest.mark.slow  # default-run budget: the capability keeps other default tests
 def test_max_margin_is_jittable_and_vmaps():
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
     X, y, _, _ = jax.vmap(lambda k: gaussian_mixture(10, 40, signal=3.0, key=k))(keys)

@@ -8,6 +8,7 @@ from integrators import margin_gradient_descent
 from theory import RESULTS, all_activated, max_margin, one_minus_cos
 
 
+@pytest.mark.slow  # default-run budget: the capability keeps other default tests
 def test_one_step_is_plain_gradient_descent_on_W():
     X, y, _, _ = gaussian_mixture(6, 9, signal=1.0, key=jax.random.PRNGKey(0))
     net = small_leaky_init(4, 9, 0.2, scale=0.5, key=jax.random.PRNGKey(1))

@@ -16,6 +16,7 @@ from dynamics import (
 from theory import mixture_test_error
 
 
+@pytest.mark.slow  # default-run budget: the capability keeps other default tests
 def test_mixture_noise_models_and_label_noise():
     key = jax.random.PRNGKey(0)
     for noise in ("gaussian", "rademacher", "student_t"):

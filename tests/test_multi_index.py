@@ -48,6 +48,7 @@ def test_population_loss_hand_case_and_distance():
     assert abs(float(population_distance(a, a))) < 1e-12
 
 
+@pytest.mark.slow  # default-run budget: the capability keeps other default tests
 def test_gradients_stay_finite_at_exact_alignment():
     d, r = 8, 3
     target = standard_target(r, d)
@@ -66,6 +67,7 @@ def test_gradients_stay_finite_at_exact_alignment():
     np.testing.assert_allclose(jnp.sum(g * v), fd, rtol=1e-5)
 
 
+@pytest.mark.slow  # default-run budget: the capability keeps other default tests
 def test_loss_decomposition_of_an_invariant_net_is_exact():
     # neurons along single relevant axes are invariant under the group (coordinate sign flips,
     # which sigma's evenness absorbs, and permutations of the irrelevant coordinates), so

@@ -1,6 +1,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import scipy.optimize
 
 from theory.numerics import nnqp
@@ -24,6 +25,7 @@ def test_nnqp_against_scipy_and_its_kkt_conditions():
         assert int(it) < 100
 
 
+@pytest.mark.slow  # default-run budget: the capability keeps other default tests
 def test_nnqp_hand_case_and_vmap():
     sol = nnqp(jnp.eye(2), jnp.array([1.0, -1.0]), tol=1e-12, max_steps=20)
     lam, passive = sol.lam, sol.passive

@@ -114,6 +114,7 @@ def test_invariants_on_random_instances(n, m):
             assert np.all(np.sign(y[s][np.asarray(p.fitted[s, j])]) == signs[s][fired[j]])
 
 
+@pytest.mark.slow  # default-run budget: the capability keeps other default tests
 def test_jit_and_vmap_agree_with_single_calls():
     keys = jax.random.split(jax.random.PRNGKey(3), 4)
     y, signs, directions = jax.vmap(_random_instance, in_axes=(0, None, None))(keys, 8, 10)

@@ -14,6 +14,7 @@ def _zero_linear(out):
     return eqx.tree_at(lambda m: m.weight, model, jnp.zeros((out, 1)))
 
 
+@pytest.mark.slow  # default-run budget: the capability keeps other default tests
 def test_a_kink_pushed_from_both_sides_is_slid_on():
     # d w/dt = -sign(w - 1/2): w reaches the kink at t = 1/2 and stays there (Filippov)
     def loss(m, args):

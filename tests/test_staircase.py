@@ -22,6 +22,7 @@ from theory import (
 )
 
 
+@pytest.mark.slow  # default-run budget: the capability keeps other default tests
 def test_mass_ode_hand_case_and_against_the_simulation_over_stage_0():
     np.testing.assert_allclose(mass_equilibrium(1.0, 4, 2.0), 3.0)
     # logistic: the midpoint K / 2 from alpha0 = K / (1 + e) is reached at t = 1 / (4 c0^2 K)

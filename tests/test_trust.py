@@ -94,6 +94,7 @@ def test_losses_check_finiteness_under_jit_too():
         loss(jnp.full((2, 2), jnp.nan))
 
 
+@pytest.mark.slow  # default-run budget: the capability keeps other default tests
 def test_a_group_on_one_common_support_costs_exactly_its_closed_form():
     # neurons 0 and 1 share the support {0, 1} (different prefactors): a tie whose split the
     # fast phase decides, but whose cost is ||y_S|| = sqrt 5 exactly; neuron 2 fits sample 2
@@ -108,6 +109,7 @@ def test_a_group_on_one_common_support_costs_exactly_its_closed_form():
     assert a[0] ** 2 + a[1] ** 2 == pytest.approx(np.sqrt(5.0), rel=1e-14)
 
 
+@pytest.mark.slow  # default-run budget: the capability keeps other default tests
 def test_float64_asked_for_without_x64_is_refused_not_truncated():
     code = (
         "import jax, jax.numpy as jnp, dynamics\n"
@@ -185,6 +187,7 @@ def test_mass_ode_from_a_huge_or_tiny_start_has_no_cancellation():
     np.testing.assert_allclose(tiny, [1e-300, 1e-300 * np.exp(1.2)], rtol=1e-9)
 
 
+@pytest.mark.slow  # default-run budget: the capability keeps other default tests
 def test_stage_zero_time_at_a_tiny_threshold_is_finite():
     # t_0 = log(target / (alpha0 eta)) / rate; K / target - 1 once rounded to 0 (t_0 = inf)
     kw = dict(activation="abs", r=8, d=40, m=20, weight_decay=0.4, horizon=1.0, points=11)

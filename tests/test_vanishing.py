@@ -95,6 +95,7 @@ def test_refuses_bad_shapes_and_signs():
         vanishing_flow(y, 0.5 * signs, dirs, ts, time_scale=10.0)
 
 
+@pytest.mark.slow  # default-run budget: the capability keeps other default tests
 def test_failure_is_reported_and_throws():
     _, y, _, signs, dirs = _instance(jax.random.PRNGKey(2))
     ts = jnp.linspace(0.0, 5.0, 3)
