@@ -41,14 +41,7 @@ def spd_solve(M, b):
     [0.5, 0.5]
     """
     n = b.shape[0]
-    idx = jnp.arange(n)
-
-    def column(j, L):
-        v = M[:, j] - L @ L[j, :]
-        diag = jnp.sqrt(v[j])
-        return L.at[:, j].set(jnp.where(idx > j, v / diag, jnp.where(idx == j, diag, 0.0)))
-
-    L = jax.lax.fori_loop(0, n, column, jnp.zeros_like(M))
+    L = _cholesky(M)[0]
 
     def forward(i, z):
         return z.at[i].set((b[i] - L[i, :] @ z) / L[i, i])
@@ -109,27 +102,27 @@ def _check_psd(G):
         G, jnp.max(jnp.abs(G - G.T)) <= slack, f"`G` must be symmetric, got an asymmetric {n}x{n}"
     )
     return check_value(
-        G, _cholesky_succeeds(G + slack * jnp.eye(n, dtype=G.dtype)),
+        G, _cholesky(G + slack * jnp.eye(n, dtype=G.dtype))[1],
         "`G` must be positive semidefinite (the program is then convex), got a negative "
         "eigenvalue",
     )  # fmt: skip
 
 
-def _cholesky_succeeds(M):
-    """Whether every Cholesky pivot of symmetric M is > 0 (M positive definite), in plain XLA
-    operations like `spd_solve` (no LAPACK: see there)."""
+def _cholesky(M):
+    """The Cholesky factor L of symmetric M (NaN from the first pivot <= 0 on) and whether
+    every pivot was > 0 (M positive definite), in plain XLA operations (no LAPACK: see
+    `spd_solve`)."""
     n = M.shape[0]
     idx = jnp.arange(n)
 
     def column(j, carry):
         L, ok = carry
         v = M[:, j] - L @ L[j, :]
-        ok = ok & (v[j] > 0)
-        diag = jnp.sqrt(jnp.where(v[j] > 0, v[j], 1.0))
+        diag = jnp.sqrt(v[j])
         L = L.at[:, j].set(jnp.where(idx > j, v / diag, jnp.where(idx == j, diag, 0.0)))
-        return L, ok
+        return L, ok & (v[j] > 0)
 
-    return jax.lax.fori_loop(0, n, column, (jnp.zeros_like(M), jnp.asarray(True)))[1]
+    return jax.lax.fori_loop(0, n, column, (jnp.zeros_like(M), jnp.asarray(True)))
 
 
 def _active_set(G, b, tol, max_iter):
