@@ -1,5 +1,10 @@
-"""What is simulated: data models, networks (Equinox modules), initializations, losses."""
+"""What is simulated: data models, networks (Equinox modules), initializations, losses.
 
+`dynamics.unchecked` holds the losses' kernels without their argument checks, for the
+integrators' loops.
+"""
+
+from . import unchecked as unchecked
 from ._data import (
     correlated_data as correlated_data,
     loewdin as loewdin,

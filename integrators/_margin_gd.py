@@ -17,7 +17,7 @@ import optax
 from jaxtyping import Array, Bool, Float, Int
 
 from dynamics import LeakyReLUNet, check_margin_loss, leaky_relu
-from dynamics._leaky import _log_margin_loss as log_margin_loss, _margin_loss as margin_loss
+from dynamics.unchecked import log_margin_loss, margin_loss
 from theory import RESULTS, AbstractSolution
 from theory.checks import (
     check_finite,

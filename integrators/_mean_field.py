@@ -21,8 +21,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from dynamics import MeanFieldNet, MultiIndexTarget, observables
-from dynamics._multi_index import _population_loss, _sample_loss, _sample_loss_gradient
+from dynamics import MeanFieldNet, MultiIndexTarget, observables, unchecked
 from theory import RESULTS, AbstractSolution, diffrax_stats
 from theory.checks import (
     check_activation,
@@ -157,20 +156,20 @@ def mean_field_flow(
     if samples is None:
 
         def loss(W):
-            return _population_loss(W, target)
+            return unchecked.population_loss(W, target)
 
     else:
         X, y = samples
 
         def loss(W):
-            return _sample_loss(MeanFieldNet(W, activation), X, y, batch_size)
+            return unchecked.sample_loss(MeanFieldNet(W, activation), X, y, batch_size)
 
     if samples is None:
         grad = jax.grad(loss)
     else:
 
         def grad(W):
-            return _sample_loss_gradient(MeanFieldNet(W, activation), X, y, batch_size)
+            return unchecked.sample_loss_gradient(MeanFieldNet(W, activation), X, y, batch_size)
 
     off = inexact(decay_off, W0.dtype, "decay_off")  # a string is refused, not parsed
     if off.shape != ():
@@ -182,7 +181,7 @@ def mean_field_flow(
 
     def save(t, W, args):
         net = MeanFieldNet(W, activation)
-        pop = _population_loss(W, target)
+        pop = unchecked.population_loss(W, target)
         return pop, (loss(W) if samples is not None else pop), observables(net, target)
 
     if stepsize_controller is None:
