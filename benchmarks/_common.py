@@ -25,13 +25,11 @@ def compile_cache(enabled: bool = True) -> Path | None:
     """Turn on JAX's persistent compilation cache in `compile_cache_dir()`, for programs of
     any compile time and size, so that rerunning a benchmark with the same options reads its
     programs back instead of compiling them. JAX does not store programs that contain host
-    callbacks. The engine's own argument checks add none inside a sweep (they are collected,
-    `theory.checks.collect_checks`), but `diffrax.diffeqsolve` checks `SaveAt(ts=...)` with
-    `eqx.error_if` whatever `throw` is: programs with a diffrax solve still compile on every
-    run. A
-    process-wide setting, made by the benchmarks' CLI only; `enabled=False` leaves JAX as it
-    is, and so does a cache folder that cannot be created (with a warning). Returns the
-    folder, or None."""
+    callbacks. The engine adds none: inside a sweep its argument checks are collected
+    (`theory.checks.collect_checks`), and diffrax's own checks are compiled without one
+    (`theory.numerics.diffeqsolve`). A process-wide setting, made by the benchmarks' CLI
+    only; `enabled=False` leaves JAX as it is, and so does a cache folder that cannot be
+    created (with a warning). Returns the folder, or None."""
     if not enabled:
         return None
     path = compile_cache_dir()

@@ -38,6 +38,7 @@ from scipy.integrate import solve_ivp
 
 from integrators import gradient_flow, neuron_units
 from theory import loss_plateaus
+from theory.numerics import diffeqsolve
 
 from ._common import (
     Timer,
@@ -106,7 +107,7 @@ def plain_diffrax(model, loss, ts, data, tau):
 
     @jax.jit
     def solve(flat):
-        sol = diffrax.diffeqsolve(
+        sol = diffeqsolve(
             diffrax.ODETerm(lambda t, x, a: -tau * jax.grad(value)(x)),
             diffrax.Tsit5(),
             ts[0],

@@ -60,6 +60,7 @@ from dynamics import (
 )
 from integrators import mean_field_flow, orthogonal_flow
 from theory import coverage_width, max_margin, one_minus_cos, saddle_jumps
+from theory.numerics import diffeqsolve
 
 M_N_BYTES = 8 * gd_bench.M * gd_bench.N  # one seed's float64 data-basis weights
 FLOW_BATCH = 2500  # rows per batch of the finite-sample field: its (b, m) arrays stay in cache
@@ -256,7 +257,7 @@ def _autodiff_mean_field_flow(grad, W0, t1):
     """The finite-sample flow as `mean_field_flow` ran it before, with the autodiff field
     (lambda = 2 throughout, Tsit5, PID at rtol = 1e-4, atol = 1e-6): final W and steps."""
     m = W0.shape[0]
-    sol = diffrax.diffeqsolve(
+    sol = diffeqsolve(
         diffrax.ODETerm(lambda t, W, args: -2.0 * W - m * grad(W)),
         diffrax.Tsit5(),
         t0=0.0,

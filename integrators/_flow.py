@@ -68,7 +68,7 @@ from theory.checks import (
     check_time_scale,
     inexact,
 )
-from theory.numerics import HoldArgs, default_controller
+from theory.numerics import HoldArgs, default_controller, diffeqsolve
 
 
 class ScaledState(eqx.Module):
@@ -248,7 +248,7 @@ def _solve(X, y, model, ts, tau, solver, stepsize_controller, max_steps, save_tr
         params = _to_model(state, frame) if save_trajectory else None
         return _loss(state, frame.y), state.log_scale, params
 
-    sol = diffrax.diffeqsolve(
+    sol = diffeqsolve(
         diffrax.ODETerm(_vector_field),
         solver,
         t0=ts[0],

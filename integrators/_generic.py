@@ -59,7 +59,7 @@ from theory.checks import (
     check_time_scale,
     check_value,
 )
-from theory.numerics import HoldArgs, default_controller
+from theory.numerics import HoldArgs, default_controller, diffeqsolve
 
 from ._kinks import KinkedFunction
 from ._sliding import Held, KinkFlow
@@ -306,7 +306,7 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
 
         rtol, atol = (getattr(stepsize_controller, k, 1e-8) for k in ("rtol", "atol"))
         event = diffrax.Event(steady, root_finder=optx.Newton(rtol=rtol, atol=atol))
-    sol = diffrax.diffeqsolve(
+    sol = diffeqsolve(
         diffrax.ODETerm(field),
         solver,
         t0=ts[0],

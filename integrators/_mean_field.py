@@ -36,6 +36,7 @@ from theory.checks import (
     check_value,
     inexact,
 )
+from theory.numerics import diffeqsolve
 
 
 class MeanFieldFlowSolution(AbstractSolution):
@@ -192,7 +193,7 @@ def mean_field_flow(
             atol=atol,
             jump_ts=jnp.reshape(jnp.where(off < ts[-1], off, 2 * ts[-1] + 1), (1,)),
         )
-    sol = diffrax.diffeqsolve(
+    sol = diffeqsolve(
         diffrax.ODETerm(field),
         diffrax.Tsit5() if solver is None else solver,
         t0=ts[0],

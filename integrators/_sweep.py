@@ -209,17 +209,17 @@ class _Programs:
         # the argument checks inside make and run are collected, not host callbacks: the
         # programs stay cacheable, and a seed whose check failed fails its chunk by name
         self.run_checked, self.run_messages = _collecting(self.run_one)
-        make_checked, self.make_messages = _collecting(self.make_one)
+        self.make_checked, self.make_messages = _collecting(self.make_one)
         # `make` runs unsharded: XLA:CPU was seen to hang running LAPACK (the QR of
         # `orthogonal_data`) on several host devices at once. Instances are cheap; they are
         # then laid out over the mesh.
-        self.make = jax.jit(jax.vmap(make_checked, in_axes=(0, None)))
+        self.make = jax.jit(jax.vmap(self.make_checked, in_axes=(0, None)))
         self.batch_size = batch_size
         self.run = None
 
     def prepare(self, instance_one, dyn) -> int:
         """Fix the batch size (the cache rule, from one seed's compiled memory) and compile."""
-        shapes = jax.eval_shape(self.run_one, instance_one, dyn)
+        shapes = jax.eval_shape(self.run_checked, instance_one, dyn)[0]
         if not jax.tree_util.tree_leaves(shapes):
             raise ValueError(
                 "the run function must return a pytree of arrays (one row per seed), got "
@@ -471,8 +471,9 @@ def sweep(
         if skey not in _PROGRAMS:
             _PROGRAMS[skey] = _Programs(make, run, stat, mesh, batch_size)
         prog = _PROGRAMS[skey]
-        inst_one = jax.eval_shape(prog.make_one, key0, dyn)
-        out_one = jax.eval_shape(prog.run_one, inst_one, dyn)
+        # traced as the programs will be (the traces of jitted helpers are cached)
+        inst_one = jax.eval_shape(prog.make_checked, key0, dyn)[0]
+        out_one = jax.eval_shape(prog.run_checked, inst_one, dyn)[0]
         expected = {k: (v.shape, np.dtype(v.dtype)) for k, v in _flat_names(out_one).items()}
         layouts.append((prog, dyn, inst_one, expected))
     if chunk_size is None:

@@ -99,7 +99,7 @@ from theory.checks import (
     check_value,
     inexact,
 )
-from theory.numerics import default_controller
+from theory.numerics import default_controller, diffeqsolve
 
 INACTIVE, ACTIVE, SLIDING = 0, 1, 2
 _KINK_TOL = 1e-9  # pre-activations (in units of the neuron's size) treated as on the kink
@@ -570,7 +570,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
 
     def segment(t0, state, mode):
         frame = _Frame(G, y, tau, mode, slow)
-        sol = diffrax.diffeqsolve(
+        sol = diffeqsolve(
             diffrax.ODETerm(_vector_field),
             solver,
             t0=t0,

@@ -77,7 +77,7 @@ from theory.checks import (
     check_time_scale,
     inexact,
 )
-from theory.numerics import HoldArgs, Rodas5P, default_controller
+from theory.numerics import HoldArgs, Rodas5P, default_controller, diffeqsolve
 
 
 class VanishingFlowSolution(AbstractSolution):
@@ -346,7 +346,7 @@ def _solve(y, signs, directions, ts, tau, solver, stepsize_controller, max_steps
         out = (0.5 * jnp.mean(r * r), ell, jnp.sum(jnp.exp(2.0 * tau * ell)))
         return out + ((reported(psi),) if save_trajectory else ())
 
-    sol = diffrax.diffeqsolve(
+    sol = diffeqsolve(
         diffrax.ODETerm(_vector_field),
         solver,
         t0=ts[0],

@@ -37,3 +37,39 @@ def test_ok_under_vmap_and_throw():
         jax.jit(lambda x: solve(x).raise_if_failed(True).ok)(-1.0)
     assert not bool(solve(-1.0).raise_if_failed(False).ok)
     assert isinstance(solve(1.0), eqx.Module)
+
+
+def _callbacks(fn, *args) -> int:
+    return jax.jit(fn).lower(*args).as_text().count("callback")
+
+
+def test_diffeqsolve_compiles_without_host_callbacks():
+    """diffrax checks SaveAt(ts) with host callbacks whatever `throw` is; the engine's
+    `diffeqsolve` compiles the same solve without them (so the persistent cache stores it),
+    and the engine's own checks inside it still raise."""
+    from theory.checks import check_value
+    from theory.numerics import diffeqsolve
+
+    def solve(solver_call, ts, rate):
+        def field(t, y, a):
+            return -check_value(a, a > 0, "`rate` must be > 0") * y
+
+        return solver_call(
+            diffrax.ODETerm(field),
+            diffrax.Tsit5(),
+            ts[0],
+            ts[-1],
+            0.1,
+            jnp.array(1.0),
+            args=rate,
+            saveat=diffrax.SaveAt(ts=ts),
+            throw=False,
+        ).ys
+
+    ts = jnp.linspace(0.0, 1.0, 5)
+    assert _callbacks(lambda t: solve(diffrax.diffeqsolve, t, 1.0), ts) > 0
+    assert _callbacks(lambda t: solve(diffeqsolve, t, 1.0), ts) == 0
+    ys = jax.jit(lambda t, r: solve(diffeqsolve, t, r))(ts, 2.0)
+    assert jnp.allclose(ys, jnp.exp(-2.0 * ts), rtol=1e-3)
+    with pytest.raises(Exception, match="rate"):
+        jax.jit(lambda t, r: solve(diffeqsolve, t, r))(ts, -1.0)

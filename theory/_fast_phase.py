@@ -48,6 +48,7 @@ import jax
 import jax.numpy as jnp
 
 from . import rescaled
+from ._diffeqsolve import diffeqsolve
 from ._hold import HoldArgs
 from ._solution import RESULTS
 
@@ -113,7 +114,7 @@ def window(E0, psi, signs, y, active, fitted, s0, s1, save_ts=None):
             return 0.5 * jnp.mean(r * r)
 
         subs.append(diffrax.SubSaveAt(ts=save_ts, fn=loss))
-    sol = diffrax.diffeqsolve(
+    sol = diffeqsolve(
         diffrax.ODETerm(_field),
         HoldArgs(diffrax.Tsit5(), _held_live, _overshoot),
         s0,

@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ._diffeqsolve import diffeqsolve
 from ._hermite import hermite_coefficients, second_moment
 from ._solution import RESULTS, AbstractSolution, Readable, diffrax_stats, name_nonfinite
 from .checks import (
@@ -64,7 +65,7 @@ class ODESolution(AbstractSolution):
 
 
 def _solve(field, y0, ts, args, rtol, atol, throw) -> ODESolution:
-    sol = diffrax.diffeqsolve(
+    sol = diffeqsolve(
         diffrax.ODETerm(field),
         diffrax.Tsit5(),
         t0=0.0,

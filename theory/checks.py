@@ -137,7 +137,10 @@ def collect_checks(*traced):
     [False]
     """
     leaves = [x for x in jax.tree_util.tree_leaves(traced) if isinstance(x, jax.core.Tracer)]
-    traces = []  # the traces of the arguments: a check at one of them can be returned
+    # the traces alive now (the arguments', the current one and its parents: a value closed
+    # over from an enclosing jit, or unbatched under `lax.map(batch_size=...)`): a check at
+    # one of them can be returned; one traced inside a transformation opened later cannot
+    traces = _live_traces()
     for x in leaves:
         if not any(x._trace is t for t in traces):
             traces.append(x._trace)
@@ -149,6 +152,19 @@ def collect_checks(*traced):
         _COLLECTORS.pop()
 
 
+def _live_traces() -> list:
+    """The current trace and its parents (JAX's trace context; empty if this version of JAX
+    keeps it elsewhere, and then only the arguments' traces count)."""
+    from jax._src import core  # the trace context has no public name
+
+    ctx = getattr(core, "trace_ctx", None)
+    t, out = getattr(ctx, "trace", None), []
+    while t is not None and len(out) < 64:
+        out.append(t)
+        t = getattr(t, "parent_trace", None)
+    return out
+
+
 def _traced_check(x, ok, message: str):
     """`x`, with the traced check `ok` either recorded (`collect_checks`, at its level) or
     added as `eqx.error_if`."""
@@ -158,7 +174,10 @@ def _traced_check(x, ok, message: str):
         if any(getattr(ok, "_trace", None) is t for t in traces):
             found.append((ok, message))
             return x
-    return eqx.error_if(jnp.asarray(x), ~ok, message)
+    # the user's EQX_ON_ERROR (read at import): `integrators.sweep` turns the checks of the
+    # libraries it calls into NaN while it traces, to keep its programs cacheable, never ours
+    on_error = getattr(getattr(eqx, "_config", None), "EQX_ON_ERROR", "default")
+    return eqx.error_if(jnp.asarray(x), ~ok, message, on_error=on_error)
 
 
 def check_value(x, ok, message: str):

@@ -5,6 +5,8 @@
 - `Rodas4`, `Rodas5P`: L-stable Rosenbrock solvers for diffrax with a pluggable linear solve
   (`dense_shifted_solve` is the dense default).
 - `default_controller`: the flows' PI step-size controller.
+- `diffeqsolve`: `diffrax.diffeqsolve` whose own checks add no host callback (so JAX's
+  persistent cache stores the flows' programs).
 - `nnqp`: the active-set solver of nonnegative quadratic programs (`max_margin`'s dual).
 - `binary_exponent`, `times_power_of_two`: exact rescaling, for homogeneous quantities that
   would over- or underflow.
@@ -18,6 +20,7 @@ They live in `theory` because its finite-alpha predictor integrates the fast pha
 """
 
 from ._controller import default_controller as default_controller
+from ._diffeqsolve import diffeqsolve as diffeqsolve
 from ._hold import HoldArgs as HoldArgs
 from ._nnqp import NNQPSolution as NNQPSolution, nnqp as nnqp
 from ._rosenbrock import (
