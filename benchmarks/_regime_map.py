@@ -43,7 +43,7 @@ def run(instance, signal, n, d, m, gamma, steps, lr_factor, init_scale):
         normalized=True,
     )
     mm = max_margin(X, y, net.a, gamma)
-    kkt = kkt_residual(sol.model.W, X, y, net.a, gamma)
+    kkt = kkt_residual(sol.model.W, net.a, X, y, gamma)
     return {
         "positively_correlated": cond.positively_correlated,
         "near_orthogonal": cond.near_orthogonal,

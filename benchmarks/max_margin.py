@@ -69,7 +69,7 @@ def run(instance, signal, n, d, m, gamma, gd_steps, normalized_steps, lr_factor)
             normalized=normalized,
         )
         final = max_margin(X, y, net.a, gamma, pattern=sol.patterns[-1])
-        kkt = jax.vmap(lambda W: kkt_residual(W, X, y, net.a, gamma).residual)(sol.trajectory.W)
+        kkt = jax.vmap(lambda W: kkt_residual(W, net.a, X, y, gamma).residual)(sol.trajectory.W)
         changed = jnp.any(sol.patterns[1:] != sol.patterns[:-1], axis=(1, 2))
         last_change = jnp.max(jnp.where(changed, sol.steps[1:], 0))
         out |= {

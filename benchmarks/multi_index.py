@@ -99,8 +99,8 @@ def run(instance, weight_decay, d, r, m, activation, samples, t_end, decay_off):
 def _analyse(o, s, weight_decay, activation, r, d, m, decay_off) -> dict:
     """Stage table and prediction errors for seed s of one sweep point."""
     ts, loss = o["ts"][s], o["loss"][s]
-    E = hermite_energies(activation, r)
-    eq = stage_equilibria(activation, r, d, weight_decay)
+    E = hermite_energies(activation=activation, r=r)
+    eq = stage_equilibria(activation=activation, r=r, d=d, weight_decay=weight_decay)
     cmp = compare_stages(
         ts, loss, o["alpha"][s], o["q"][s], o["alignment_mean"][s], activation=activation,
         r=r, d=d, m=m, weight_decay=weight_decay, initial_alignment=o["initial_alignment"][s],
@@ -186,7 +186,7 @@ def _switch_off(o, s, activation, r, d, decay_off, eq, measured) -> dict:
     }
     after = ts > t_off
     if decay_off < float(ts[-1]) and np.any(after):
-        eq0 = stage_equilibria(activation, r, d, 0.0)
+        eq0 = stage_equilibria(activation=activation, r=r, d=d, weight_decay=0.0)
         pred = np.asarray(eq0.relax(late, ts[after] - t_off, stage))
         out["after_decay_off"] = {
             "mass_equilibrium_predicted": float(eq0.mass[stage]),

@@ -88,7 +88,7 @@ def run(instance, signal, n, d, steps, test_batches, noise, dof, label_noise):
     )
     cf = mixture_test_error(trained.W, trained.a, mu)
     total = TEST_BATCH * test_batches
-    kkt = jax.vmap(lambda W: kkt_residual(W, X, y, net.a, GAMMA).residual)(sol.trajectory.W)
+    kkt = jax.vmap(lambda W: kkt_residual(W, net.a, X, y, GAMMA).residual)(sol.trajectory.W)
     return {
         "train_error": jnp.mean(y * trained.predict(X) <= 0),
         "flipped": jnp.sum(y != clean),

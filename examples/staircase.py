@@ -18,7 +18,7 @@ net = mean_field_init(m, d, key=jax.random.PRNGKey(0))
 ts = jnp.geomspace(1e-3, 40.0, 9)
 sol = mean_field_flow(target, net, ts, weight_decay=0.0)  # no weight decay: the loss goes to 0
 assert bool(sol.ok), sol.result
-E = hermite_energies("abs", r)
+E = hermite_energies(activation="abs", r=r)
 print(
     f"predicted plateaus: 1/2 E_>=2 = {float(E.plateau_0):.3f}, "
     f"1/2 E_>=4 = {float(E.plateau_2):.3f}"

@@ -260,6 +260,7 @@ def _solve(X, y, model, ts, tau, solver, stepsize_controller, max_steps, save_tr
         stepsize_controller=stepsize_controller,
         max_steps=max_steps,
         throw=False,
+        grid_checked=True,
     )
     (loss, log_scale, trajectory), final = sol.ys
     out = OrthogonalFlowSolution(

@@ -322,6 +322,7 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
         event=event,
         max_steps=options.max_steps,
         throw=False,
+        grid_checked=True,
     )
     saved, y_final = sol.ys
     y_final = jax.tree_util.tree_map(lambda x: x[-1], y_final)

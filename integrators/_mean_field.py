@@ -205,6 +205,7 @@ def mean_field_flow(
         max_steps=max_steps,
         throw=False,
         progress_meter=_meter(progress),
+        grid_checked=True,
     )
     (pop, train, obs), final = sol.ys
     out = MeanFieldFlowSolution(

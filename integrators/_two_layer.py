@@ -590,6 +590,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
             ),
             max_steps=max_steps,
             throw=False,
+            grid_checked=True,
         )
         saved, final = sol.ys
         final = jax.tree_util.tree_map(lambda leaf: leaf[-1], final)

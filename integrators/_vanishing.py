@@ -358,6 +358,7 @@ def _solve(y, signs, directions, ts, tau, solver, stepsize_controller, max_steps
         stepsize_controller=stepsize_controller,
         max_steps=max_steps,
         throw=False,
+        grid_checked=True,
     )
     saved, (ell1, psi1) = sol.ys
     out = VanishingFlowSolution(

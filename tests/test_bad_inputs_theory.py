@@ -8,6 +8,15 @@ from helpers import bad_input_test, public_functions, table_rows
 import theory as T
 import theory.numerics as TN
 
+
+def _decay(t0, t1, ts, dt0=0.1):
+    import diffrax
+
+    term = diffrax.ODETerm(lambda t, y, a: -y)
+    saveat = diffrax.SaveAt(ts=ts)
+    return TN.diffeqsolve(term, diffrax.Tsit5(), t0, t1, dt0, jnp.array(1.0), saveat=saveat)
+
+
 Y, S, D = jnp.array([1.0, -2.0]), jnp.array([1.0, -1.0]), jnp.ones((2, 2))
 PRED = T.saddle_jumps(Y, S, D)
 X2, A2 = jnp.eye(2), jnp.array([1.0, -1.0])
@@ -16,14 +25,14 @@ NAN = float("nan")
 
 CASES = {
     "kkt_residual": [
-        (lambda: T.kkt_residual(jnp.eye(2), jnp.eye(3), A2, A2, 0.5), ValueError, "`X`"),
-        (lambda: T.kkt_residual(jnp.eye(2), X2, A2[:, None], A2, 0.5), ValueError, "`y`"),
-        (lambda: T.kkt_residual(jnp.eye(2), X2, jnp.array([1.0, 0.0]), A2, 0.5), ValueError, "`y`"),
-        (lambda: T.kkt_residual(jnp.eye(2), X2, A2, jnp.ones(3), 0.5), ValueError, "`a`"),
-        (lambda: T.kkt_residual(jnp.eye(2), X2, A2, A2, 1.5), ValueError, "gamma"),
-        (lambda: T.kkt_residual(jnp.full((2, 2), NAN), X2, A2, A2, 0.5), ValueError, "`W`"),
-        (lambda: T.kkt_residual(jnp.eye(2), X2, A2, A2, 0.5, kink_tol=-1.0), ValueError, "kink"),
-        (lambda: T.kkt_residual(jnp.eye(2), X2, A2, A2, 0.5, rounds=0), ValueError, "rounds"),
+        (lambda: T.kkt_residual(jnp.eye(2), A2, jnp.eye(3), A2, 0.5), ValueError, "`X`"),
+        (lambda: T.kkt_residual(jnp.eye(2), A2, X2, A2[:, None], 0.5), ValueError, "`y`"),
+        (lambda: T.kkt_residual(jnp.eye(2), A2, X2, jnp.array([1.0, 0.0]), 0.5), ValueError, "`y`"),
+        (lambda: T.kkt_residual(jnp.eye(2), jnp.ones(3), X2, A2, 0.5), ValueError, "`a`"),
+        (lambda: T.kkt_residual(jnp.eye(2), A2, X2, A2, 1.5), ValueError, "gamma"),
+        (lambda: T.kkt_residual(jnp.full((2, 2), NAN), A2, X2, A2, 0.5), ValueError, "`W`"),
+        (lambda: T.kkt_residual(jnp.eye(2), A2, X2, A2, 0.5, kink_tol=-1.0), ValueError, "kink"),
+        (lambda: T.kkt_residual(jnp.eye(2), A2, X2, A2, 0.5, rounds=0), ValueError, "rounds"),
     ],
     "activation_function": [(lambda: T.activation_function("tanh"), ValueError, "activation")],
     "hermite_coefficients": [
@@ -32,9 +41,9 @@ CASES = {
         (lambda: T.hermite_coefficients("gelu", 400), ValueError, "<= 300"),
     ],
     "hermite_energies": [
-        (lambda: T.hermite_energies("tanh", 2), ValueError, "activation"),
-        (lambda: T.hermite_energies("abs", -2), ValueError, "`r`"),
-        (lambda: T.hermite_energies("abs", 2.5), ValueError, "`r`"),
+        (lambda: T.hermite_energies(activation="tanh", r=2), ValueError, "activation"),
+        (lambda: T.hermite_energies(activation="abs", r=-2), ValueError, "`r`"),
+        (lambda: T.hermite_energies(activation="abs", r=2.5), ValueError, "`r`"),
     ],
     "arccos_kernel": [
         (lambda: T.arccos_kernel(1.5), ValueError, "`rho`"),
@@ -91,6 +100,13 @@ CASES = {
     "signal_regime": [
         (lambda: T.signal_regime(0, 1.0, 10), ValueError, "`n`"),
         (lambda: T.signal_regime(5, 1.0, 10, noise_scale=0.0), ValueError, "noise_scale"),
+    ],
+    "diffeqsolve": [
+        (lambda: _decay(1.0, 0.0, jnp.array([0.5])), ValueError, "t1"),
+        (lambda: _decay(jnp.nan, 1.0, jnp.array([0.5])), ValueError, "t0"),
+        (lambda: _decay(0.0, 1.0, jnp.array([0.5]), dt0=-0.1), ValueError, "dt0"),
+        (lambda: _decay(0.0, 1.0, jnp.array([0.5, 0.2])), ValueError, "saveat.ts"),
+        (lambda: _decay(0.0, 1.0, jnp.array([1.5])), ValueError, "saveat.ts"),
     ],
     "nnqp": [
         (lambda: TN.nnqp(jnp.eye(3), jnp.ones(2), tol=1e-9, max_steps=5), ValueError, "`G`"),
@@ -159,8 +175,8 @@ CASES = {
         ),
     ],
     "mass_equilibrium": [
-        (lambda: T.mass_equilibrium(0.0, 2, 1.0), ValueError, "c0"),
-        (lambda: T.mass_equilibrium(1.0, -4, 0.0), ValueError, "`r`"),
+        (lambda: T.mass_equilibrium(c0=0.0, r=2, weight_decay=1.0), ValueError, "c0"),
+        (lambda: T.mass_equilibrium(c0=1.0, r=-4, weight_decay=0.0), ValueError, "`r`"),
     ],
     "mass_ode": [
         (
@@ -209,12 +225,28 @@ CASES = {
         (lambda: T.tensor_power(0.5, jnp.arange(2.0), activation="gelu"), ValueError, "gelu_even"),
     ],
     "weight_decay_plateaus": [
-        (lambda: T.weight_decay_plateaus("swish", 2, 0.1), ValueError, "swish_even")
+        (
+            lambda: T.weight_decay_plateaus(activation="swish", r=2, weight_decay=0.1),
+            ValueError,
+            "swish_even",
+        )
     ],
     "stage_equilibria": [
-        (lambda: T.stage_equilibria("abs", 4, 20, 100.0), ValueError, "mass equilibrium"),
-        (lambda: T.stage_equilibria("abs", 4, 2, 1.0), ValueError, "`d`"),
-        (lambda: T.stage_equilibria("relu", 4, 20, 1.0), ValueError, "relu_even"),
+        (
+            lambda: T.stage_equilibria(activation="abs", r=4, d=20, weight_decay=100.0),
+            ValueError,
+            "mass equilibrium",
+        ),
+        (
+            lambda: T.stage_equilibria(activation="abs", r=4, d=2, weight_decay=1.0),
+            ValueError,
+            "`d`",
+        ),
+        (
+            lambda: T.stage_equilibria(activation="relu", r=4, d=20, weight_decay=1.0),
+            ValueError,
+            "relu_even",
+        ),
     ],
     "initial_alignment": [
         (lambda: T.initial_alignment(jnp.ones(3), jnp.eye(3)), ValueError, "`W`"),
@@ -227,7 +259,7 @@ CASES = {
         ),
         (lambda: T.initial_alignment(jnp.ones((2, 3)), 2 * jnp.eye(3)), ValueError, "orthonormal"),
     ],
-    "typical_alignment": [(lambda: T.typical_alignment(0, 4), ValueError, "`r`")],
+    "typical_alignment": [(lambda: T.typical_alignment(r=0, m=4), ValueError, "`r`")],
     "loss_plateaus": [
         (lambda: T.loss_plateaus(np.arange(4.0), np.ones(3)), ValueError, "`loss`"),
         (lambda: T.loss_plateaus(np.arange(4.0), np.zeros(4)), ValueError, "> 0"),
@@ -406,7 +438,7 @@ CASES["nnqp"] += [
 ]
 
 CASES["kkt_residual"] += [
-    (lambda: T.kkt_residual(jnp.eye(2), X2, A2, A2, 0.5, rounds=2.5), ValueError, "rounds")
+    (lambda: T.kkt_residual(jnp.eye(2), A2, X2, A2, 0.5, rounds=2.5), ValueError, "rounds")
 ]
 
 CASES["result_names"] = [(lambda: T.result_names("successful"), ValueError, "`result`")]

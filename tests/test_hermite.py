@@ -65,7 +65,7 @@ def test_names_mean_what_they_say():
 
 
 def test_hermite_energies_sum_to_the_target_energy():
-    E = hermite_energies("abs", 20)
+    E = hermite_energies(activation="abs", r=20)
     total = 20 * 1.0 + 20 * 19 * (2 / math.pi)  # E f*^2 = r E sigma^2 + r (r-1) c_0^2
     np.testing.assert_allclose(float(E.E0 + E.E2 + E.E4_plus), total, rtol=1e-12)
     np.testing.assert_allclose(float(E.initial_target_energy), total / 2, rtol=1e-12)

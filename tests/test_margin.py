@@ -187,10 +187,10 @@ def test_kkt_residual_certifies_gd_limit_and_refuses_non_separating():
     sol = margin_gradient_descent(
         X, y, net, learning_rate=0.05, max_steps=20_000, normalized=True, num_checkpoints=8
     )
-    res = jax.vmap(lambda W: kkt_residual(W, X, y, net.a, 0.1))(sol.trajectory.W)
+    res = jax.vmap(lambda W: kkt_residual(W, net.a, X, y, 0.1))(sol.trajectory.W)
     late = np.asarray(res.residual)[-4:]
     assert np.all(np.diff(late) < 0) and late[-1] < 1e-3  # GD approaches a KKT point
     assert np.all(np.asarray(res.multipliers) >= 0)
     # a W that does not separate the data has no KKT residual, and says so
-    bad = kkt_residual(-sol.trajectory.W[-1], X, y, net.a, 0.1)
+    bad = kkt_residual(-sol.trajectory.W[-1], net.a, X, y, 0.1)
     assert not bool(bad.ok) and bool(jnp.isinf(bad.residual))

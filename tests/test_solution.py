@@ -45,31 +45,45 @@ def _callbacks(fn, *args) -> int:
 
 def test_diffeqsolve_compiles_without_host_callbacks():
     """diffrax checks SaveAt(ts) with host callbacks whatever `throw` is; the engine's
-    `diffeqsolve` compiles the same solve without them (so the persistent cache stores it),
-    and the engine's own checks inside it still raise."""
-    from theory.checks import check_value
+    `diffeqsolve` checks the grid with the engine's checks (collected inside a sweep) and
+    compiles diffrax's copies without callbacks, so the persistent cache stores the solve;
+    the engine's own checks inside the field still raise."""
+    from theory.checks import check_value, collect_checks
     from theory.numerics import diffeqsolve
 
-    def solve(solver_call, ts, rate):
+    def solve(call, ts, rate, **kw):
         def field(t, y, a):
             return -check_value(a, a > 0, "`rate` must be > 0") * y
 
-        return solver_call(
-            diffrax.ODETerm(field),
+        term = diffrax.ODETerm(field)
+        saveat = diffrax.SaveAt(ts=ts)
+        return call(
+            term,
             diffrax.Tsit5(),
             ts[0],
             ts[-1],
             0.1,
             jnp.array(1.0),
             args=rate,
-            saveat=diffrax.SaveAt(ts=ts),
+            saveat=saveat,
             throw=False,
+            **kw,
         ).ys
 
     ts = jnp.linspace(0.0, 1.0, 5)
     assert _callbacks(lambda t: solve(diffrax.diffeqsolve, t, 1.0), ts) > 0
-    assert _callbacks(lambda t: solve(diffeqsolve, t, 1.0), ts) == 0
+    assert _callbacks(lambda t: solve(diffeqsolve, t, 1.0, grid_checked=True), ts) == 0
+
+    def collected(t):
+        with collect_checks(t) as found:
+            ys = solve(diffeqsolve, t, 1.0)
+        return ys, jnp.stack([ok for ok, _ in found])
+
+    assert _callbacks(collected, ts) == 0
+    assert jax.jit(collected)(ts)[1].all() and not jax.jit(collected)(ts[::-1])[1].all()
     ys = jax.jit(lambda t, r: solve(diffeqsolve, t, r))(ts, 2.0)
     assert jnp.allclose(ys, jnp.exp(-2.0 * ts), rtol=1e-3)
     with pytest.raises(Exception, match="rate"):
         jax.jit(lambda t, r: solve(diffeqsolve, t, r))(ts, -1.0)
+    with pytest.raises(Exception, match="saveat.ts"):
+        jax.jit(lambda t: solve(diffeqsolve, t, 1.0))(ts.at[2].set(2.0))

@@ -24,7 +24,7 @@ from theory import (
 
 @pytest.mark.slow  # default-run budget: the capability keeps other default tests
 def test_mass_ode_hand_case_and_against_the_simulation_over_stage_0():
-    np.testing.assert_allclose(mass_equilibrium(1.0, 4, 2.0), 3.0)
+    np.testing.assert_allclose(mass_equilibrium(c0=1.0, r=4, weight_decay=2.0), 3.0)
     # logistic: the midpoint K / 2 from alpha0 = K / (1 + e) is reached at t = 1 / (4 c0^2 K)
     K = 3.0
     t_mid = 1.0 / (4 * K)
@@ -96,13 +96,15 @@ def test_stage_times_order_and_the_throw_convention():
     assert bool(st.ok) and 0 < float(st.t_0) < float(st.t_2) < float(st.t_4) < np.inf
     assert int(st.stats["num_steps"]) > 0
     # the closed-form t_0 against stage 0's logistic: alpha~ is 90% of the way there
-    eq = stage_equilibria("abs", 8, 40, 0.4)
+    eq = stage_equilibria(activation="abs", r=8, d=40, weight_decay=0.4)
     K = eq.mass[0]
     np.testing.assert_allclose(eq.relax(1.0, st.t_0, 0), 1 + 0.9 * (K - 1))
     # with d -> infinity stage 0 is the degree-0 mass ODE
     c0 = hermite_coefficients("abs", 0)[0]
-    eq_inf = stage_equilibria("abs", 8, None, 0.4)
-    np.testing.assert_allclose(eq_inf.mass[0], mass_equilibrium(c0, 8, 0.4), rtol=1e-12)
+    eq_inf = stage_equilibria(activation="abs", r=8, d=None, weight_decay=0.4)
+    np.testing.assert_allclose(
+        eq_inf.mass[0], mass_equilibrium(c0=c0, r=8, weight_decay=0.4), rtol=1e-12
+    )
     ts = jnp.array([0.3, 2.0])
     np.testing.assert_allclose(
         eq_inf.relax(1.0, ts, 0), mass_ode(1.0, ts, c0=c0, r=8, weight_decay=0.4), rtol=1e-12
@@ -119,16 +121,16 @@ def test_stage_times_order_and_the_throw_convention():
 def test_weight_decay_plateaus_and_measured_stage_times():
     from theory import hermite_energies
 
-    E = hermite_energies("abs", 4)
+    E = hermite_energies(activation="abs", r=4)
     c = np.asarray(hermite_coefficients("abs", 600))
     c0 = float(c[0])
     rest = 1.0 - c0**2  # E|z|^2 - c_0^2
     # stage 0 as d -> infinity: the degree-0 bias lambda^2 / (8 c_0^2)
-    plateaus = weight_decay_plateaus("abs", 4, 2.0)
+    plateaus = weight_decay_plateaus(activation="abs", r=4, weight_decay=2.0)
     np.testing.assert_allclose(plateaus[0], E.plateau_0 + 4.0 / (8 * c0**2))
     # stage >= 4: r lambda^2 / (8 (r c_0^2 + sum_{k>=1} c_k^2)) = 0.687, the simulated 2.625
     np.testing.assert_allclose(plateaus[2], 4 * 4.0 / (8 * (4 * c0**2 + rest)))
-    eq = stage_equilibria("abs", 4, 20, 2.0)
+    eq = stage_equilibria(activation="abs", r=4, d=20, weight_decay=2.0)
     np.testing.assert_allclose(eq.mass[2], 4 - 4 * 2.0 / (2 * (4 * c0**2 + rest)))
     assert abs(float(eq.mass[2]) - 2.625) < 1e-3 and abs(float(eq.loss[2]) - 0.687) < 1e-3
     # stage 2 at lambda = 0: sum_{j>=2} c_2j^2 r (1 - r rho_j(r)) / 2, rho_j(4) = 3/(4 j + 4)...
@@ -136,11 +138,15 @@ def test_weight_decay_plateaus_and_measured_stage_times():
     rho = np.array([np.prod([(2 * i + 1) / (4 + 2 * i) for i in range(k)]) for k in j])
     tail = rest - np.sum(c[1:] ** 2)  # degrees > 600, where rho_j is ~ 0
     expected = 0.5 * np.sum(c[2 * j] ** 2 * 4 * (1 - 4 * rho)) + 0.5 * 4 * tail
-    np.testing.assert_allclose(weight_decay_plateaus("abs", 4, 0.0, d=20)[1], expected, rtol=1e-4)
-    np.testing.assert_allclose(weight_decay_plateaus("abs", 4, 0.0)[-1], 0.0, atol=1e-15)
+    np.testing.assert_allclose(
+        weight_decay_plateaus(activation="abs", r=4, weight_decay=0.0, d=20)[1], expected, rtol=1e-4
+    )
+    np.testing.assert_allclose(
+        weight_decay_plateaus(activation="abs", r=4, weight_decay=0.0)[-1], 0.0, atol=1e-15
+    )
     # the plateau is the loss at the equilibrium mass; the mass relaxes back to r without decay
     np.testing.assert_allclose(eq.loss_at(eq.mass, 2)[2], eq.loss[2])
-    eq0 = stage_equilibria("abs", 4, 20, 0.0)
+    eq0 = stage_equilibria(activation="abs", r=4, d=20, weight_decay=0.0)
     np.testing.assert_allclose(eq0.relax(eq.mass[2], jnp.array([1e3]), 2), [4.0])
     for bad in (3, -1, True):
         with pytest.raises(ValueError, match="stage"):
@@ -164,8 +170,8 @@ def test_typical_alignment_is_the_median_best_alignment():
     u = rng.standard_normal((4000, 64, 4))
     u /= np.linalg.norm(u, axis=-1, keepdims=True)
     best = np.max(u[..., 0] ** 2, axis=1)
-    np.testing.assert_allclose(typical_alignment(4, 64), np.median(best), atol=5e-3)
-    assert float(typical_alignment(4, 64)) < 1.0 <= 2 * np.log(64) / 4  # the old start
+    np.testing.assert_allclose(typical_alignment(r=4, m=64), np.median(best), atol=5e-3)
+    assert float(typical_alignment(r=4, m=64)) < 1.0 <= 2 * np.log(64) / 4  # the old start
     # initial_alignment projects on the target subspace first
     W = jnp.array([[1.0, 1.0, 10.0], [0.0, 2.0, 0.0]])
     np.testing.assert_allclose(initial_alignment(W, jnp.eye(3)[:2]), [0.5, 1.0])
@@ -176,7 +182,7 @@ def test_compare_stages_puts_prediction_and_measurement_side_by_side():
 
     kw = dict(activation="abs", r=2, d=10, m=8, weight_decay=0.1)
     ts = np.linspace(0.0, 40.0, 401)
-    K = float(stage_equilibria("abs", 2, 10, 0.1).mass[0])
+    K = float(stage_equilibria(activation="abs", r=2, d=10, weight_decay=0.1).mass[0])
     alpha = K - (K - 1.0) * np.exp(-ts)  # reaches 90% of the way at t = log 10
     q, align = np.exp(-ts / 4), np.minimum(1.0, 0.3 + ts / 20)
     loss = 0.5 * np.exp(-ts / 10)

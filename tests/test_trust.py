@@ -192,7 +192,7 @@ def test_stage_zero_time_at_a_tiny_threshold_is_finite():
     # t_0 = log(target / (alpha0 eta)) / rate; K / target - 1 once rounded to 0 (t_0 = inf)
     kw = dict(activation="abs", r=8, d=40, m=20, weight_decay=0.4, horizon=1.0, points=11)
     t1, t2 = T.stage_times(**kw, threshold=1e-100).t_0, T.stage_times(**kw, threshold=1e-200).t_0
-    rate = T.stage_equilibria("abs", 8, 40, 0.4).rate[0]
+    rate = T.stage_equilibria(activation="abs", r=8, d=40, weight_decay=0.4).rate[0]
     np.testing.assert_allclose(float(t2 - t1), 100 * np.log(10) / float(rate), rtol=1e-12)
 
 

@@ -5,6 +5,10 @@ import contextlib
 
 import diffrax
 import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .checks import _shown, check_value
 
 
 @contextlib.contextmanager
@@ -31,22 +35,56 @@ def _library_checks_as_nan():
         errors.branched_error_if_impl_jit = saved["branched_error_if_impl_jit"]
 
 
-def diffeqsolve(*args, **kwargs) -> diffrax.Solution:
-    """`diffrax.diffeqsolve(*args, **kwargs)`, with diffrax's argument checks compiled
-    without host callbacks.
+def diffeqsolve(
+    terms, solver, t0, t1, dt0, y0, args=None, *, saveat=None, grid_checked=False, **kwargs
+):
+    """`diffrax.diffeqsolve` forward in time, with diffrax's argument checks compiled without
+    host callbacks.
 
     diffrax checks `SaveAt(ts=...)` (increasing, within [t0, t1]) and the sign of `dt0` with
     `eqx.error_if` whatever `throw` is; each is a host callback, and JAX's persistent cache
-    does not store a program with one, so every run recompiled every flow. Here those checks
-    turn their value into NaN instead. Every caller in the engine checks its time grid
-    before the solve (`theory.checks.check_time_grid`), so they never fire; a solver failure
-    still comes back in `result` (with `throw=False`, as the engine always calls it).
+    does not store a program with one, so every run recompiled every flow. Here the same
+    conditions (and t0 <= t1: this wrapper integrates forward only) are checked by the
+    engine's checks first (`ValueError` when concrete; under jit an `eqx.error_if` that
+    follows `EQX_ON_ERROR`, or collected inside `integrators.sweep`), and diffrax's own
+    copies, which then cannot fire, turn their value into NaN instead of adding a callback.
+    `grid_checked=True` skips the engine's checks too, for a caller that has made them
+    already (the flows check their time grid with `theory.checks.check_time_grid`).
+    Everything else is `diffrax.diffeqsolve`'s (pass `throw=False` to get solver failures in
+    `result`).
 
     >>> import jax.numpy as jnp
     >>> sol = diffeqsolve(diffrax.ODETerm(lambda t, y, a: -y), diffrax.Tsit5(), 0.0, 1.0,
     ...                   0.1, jnp.array(1.0), saveat=diffrax.SaveAt(ts=jnp.array([1.0])))
     >>> round(float(sol.ys[0]), 4)
     0.3679
+    >>> diffeqsolve(diffrax.ODETerm(lambda t, y, a: -y), diffrax.Tsit5(), 0.0, 1.0,
+    ...             0.1, jnp.array(1.0), saveat=diffrax.SaveAt(ts=jnp.array([2.0])))
+    Traceback (most recent call last):
+    ValueError: `saveat.ts` must be nondecreasing and lie in [t0, t1] = [0, 1], got an array
     """
+    saveat = diffrax.SaveAt(t1=True) if saveat is None else saveat
+    if not grid_checked:
+        t0 = _check_grid(t0, t1, dt0, saveat)
     with _library_checks_as_nan():
-        return diffrax.diffeqsolve(*args, **kwargs)
+        return diffrax.diffeqsolve(terms, solver, t0, t1, dt0, y0, args, saveat=saveat, **kwargs)
+
+
+def _check_grid(t0, t1, dt0, saveat):
+    """t0 with the checks of `diffeqsolve` threaded through it."""
+    t0 = check_value(t0, jnp.isfinite(t0), f"`t0` must be finite, got {_shown(t0)}")
+    # each check is threaded through t0, so that it stays in the traced program
+    t0 = check_value(t0, t0 <= t1, f"`t1` must be >= t0 (forward in time), got {_shown(t1)}")
+    if dt0 is not None:
+        t0 = check_value(t0, dt0 > 0, f"`dt0` must be > 0 or None, got {_shown(dt0)}")
+    subs = jax.tree_util.tree_leaves(
+        saveat.subs, is_leaf=lambda x: isinstance(x, diffrax.SubSaveAt)
+    )
+    for ts in (sub.ts for sub in subs if sub.ts is not None):
+        ok = jnp.all(ts[1:] >= ts[:-1]) & jnp.all((ts >= t0) & (ts <= t1))
+        message = (
+            "`saveat.ts` must be nondecreasing and lie in [t0, t1] = "
+            f"[{_shown(t0)}, {_shown(t1)}], got {_shown(ts)}"
+        )
+        t0 = check_value(t0, ok, message)
+    return t0

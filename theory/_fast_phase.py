@@ -126,6 +126,7 @@ def window(E0, psi, signs, y, active, fitted, s0, s1, save_ts=None):
         max_steps=MAX_STEPS,
         saveat=diffrax.SaveAt(subs=subs),
         throw=False,
+        grid_checked=True,
     )
     (D, psi), *saved = sol.ys
     return (

@@ -127,7 +127,7 @@ class HermiteEnergies(Readable):
     (after stage 0), `plateau_2` = E4_plus / 2 once the subspace is (after stage 2), and
     `initial_target_energy` = (E0 + E2 + E4_plus) / 2 = 1/2 E f*^2.
 
-    >>> e = hermite_energies("abs", 2)  # E f*^2 = r + r (r - 1) 2 / pi for |z|
+    >>> e = hermite_energies(activation="abs", r=2)  # E f*^2 = r + r (r - 1) 2 / pi for |z|
     >>> round(float(e.E0 + e.E2 + e.E4_plus), 6) == round(2 + 2 * 2 / np.pi, 6)
     True
     """
@@ -140,10 +140,10 @@ class HermiteEnergies(Readable):
     initial_target_energy: Float[Array, ""]
 
 
-def hermite_energies(activation: str, r: int) -> HermiteEnergies:
+def hermite_energies(*, activation: str, r: int) -> HermiteEnergies:
     """The Hermite energies and weight-decay-free plateaus of the target (`HermiteEnergies`).
 
-    >>> e = hermite_energies("abs", 1)
+    >>> e = hermite_energies(activation="abs", r=1)
     >>> round(float(e.E0), 4), round(float(e.plateau_2), 4)
     (0.6366, 0.0225)
     """

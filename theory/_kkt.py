@@ -57,8 +57,8 @@ class KKTResidualSolution(AbstractSolution):
     - `result`: `successful`, or `infeasible` where W does not separate the data
       (min margin <= 0: no scaling of W is feasible); `stats`: NNQP steps.
 
-    >>> r = kkt_residual(jnp.array([[1.0, 0.0]]), jnp.eye(2), jnp.array([1.0, 1.0]),
-    ...                  jnp.array([1.0]), 0.5)
+    >>> r = kkt_residual(jnp.array([[1.0, 0.0]]), jnp.array([1.0]), jnp.eye(2),
+    ...                  jnp.array([1.0, 1.0]), 0.5)
     >>> r.result == RESULTS.infeasible, float(r.min_margin)  # sample 2 is on the kink
     (Array(True, dtype=bool), 0.0)
     """
@@ -77,9 +77,9 @@ class KKTResidualSolution(AbstractSolution):
 
 def kkt_residual(
     W: Float[Array, "m d"],
+    a: Float[Array, " m"],
     X: Float[Array, "n d"],
     y: Float[Array, " n"],
-    a: Float[Array, " m"],
     gamma: float,
     *,
     kink_tol: float = 1e-9,
@@ -87,8 +87,8 @@ def kkt_residual(
 ) -> KKTResidualSolution:
     """The KKT residual of margin maximization at W, for W's own activation pattern.
 
-    See the module docstring for the conditions. `W` (m, d): first layer (any scale);
-    `X` (n, d), `y` (n,) in {-1, +1}, `a` (m,): the fixed second layer; `gamma` in (0, 1).
+    See the module docstring for the conditions. `W` (m, d): first layer (any scale); `a`
+    (m,): the fixed second layer; `X` (n, d), `y` (n,) in {-1, +1}; `gamma` in (0, 1).
     `kink_tol`: relative size of a pre-activation counted as on the kink; `rounds`:
     alternations of the two fits. Jit-compiled and `jax.vmap`-able (over GD checkpoints).
 
@@ -99,9 +99,9 @@ def kkt_residual(
     >>> X = jnp.array([[2.0, 0.0], [0.0, 1.0]]); y = jnp.array([1.0, -1.0])
     >>> a = jnp.array([1.0, -1.0])
     >>> mm = max_margin(X, y, a, 0.5)
-    >>> bool(kkt_residual(mm.W, X, y, a, 0.5).residual < 1e-10)
+    >>> bool(kkt_residual(mm.W, a, X, y, 0.5).residual < 1e-10)
     True
-    >>> other = kkt_residual(jnp.array([[1.0, 0.0], [0.0, 1.0]]), X, y, a, 0.5)
+    >>> other = kkt_residual(jnp.array([[1.0, 0.0], [0.0, 1.0]]), a, X, y, 0.5)
     >>> bool(other.ok), round(float(other.residual), 4), other.on_kink.tolist()
     (True, 0.4472, [[False, True], [True, False]])
     """

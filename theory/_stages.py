@@ -86,7 +86,7 @@ def stage_times(
     - t_4: t_2 + the time the mean over the r target directions of the tensor-power
       alignment p_k(t) takes to reach 1 - eps, each p_k started from the best neuron's
       alignment with e_k: `initial_alignment` (r,) when given (from the initialization, see
-      `theory.initial_alignment`), else `typical_alignment(r, m)` for every k. (The old start
+      `theory.initial_alignment`), else `typical_alignment(r=r, m=m)` for every k. (The old start
       2 log(m) / r is >= 1 whenever m >= e^(r/2), where it gave t_4 = t_2; at the paper's
       size it is above the actual best alignment, 0.552 against 0.383, and made t_4 30%
       early.)
@@ -103,7 +103,7 @@ def stage_times(
     m = check_positive_int("m", m)
     c = hermite_coefficients(activation, 2)
     c0, c2 = c[0], c[2]
-    equilibria = stage_equilibria(activation, r, d, weight_decay)
+    equilibria = stage_equilibria(activation=activation, r=r, d=d, weight_decay=weight_decay)
     K = equilibria.mass[0]
     for name, value in (("threshold", threshold), ("eps", eps)):
         check_shape(name, value, ())
@@ -127,7 +127,7 @@ def stage_times(
     lv = lotka_volterra(beta0, ts, c0=c0, c2=c2, r=r, d=d, weight_decay=weight_decay)
     t2 = _first_time(ts, mass_ratio(lv.ys, c0=c0, c2=c2, r=r, d=d) <= threshold)
     if initial_alignment is None:
-        p0 = jnp.full((r,), typical_alignment(r, m))
+        p0 = jnp.full((r,), typical_alignment(r=r, m=m))
     else:
         if jnp.ndim(initial_alignment) != 0:
             check_shape("initial_alignment", initial_alignment, (r,))
@@ -185,7 +185,7 @@ class StageComparison(Readable):
 
     - `predicted_time`, `measured_time`: `stage_times` and `measured_stage_times` (`inf` where
       a stage is not reached).
-    - `predicted_plateau`: the loss after the stage (`stage_equilibria(...).loss`);
+    - `predicted_plateau`: the loss after the stage (`stage_equilibria(activation=...).loss`);
       `loss_at_predicted_time`, `loss_at_measured_time`: the simulated loss there
       (interpolated linearly; NaN at an infinite time).
     - `predicted_mass`: the stage's mass equilibrium alpha~*.
@@ -232,7 +232,7 @@ def compare_stages(
     ts = np.asarray(check_time_grid("ts", ts), dtype=float)
     check_shape("loss", loss, ts.shape)
     loss = np.asarray(check_finite("loss", inexact(loss, float, "loss")))
-    eq = stage_equilibria(activation, r, d, weight_decay)
+    eq = stage_equilibria(activation=activation, r=r, d=d, weight_decay=weight_decay)
     prediction = stage_times(
         activation=activation, r=r, d=d, m=m, weight_decay=weight_decay,
         initial_alignment=initial_alignment, threshold=threshold, eps=eps,

@@ -77,6 +77,7 @@ def _solve(field, y0, ts, args, rtol, atol, throw) -> ODESolution:
         stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
         max_steps=100_000,
         throw=False,
+        grid_checked=True,
     )
     result = RESULTS.promote(sol.result)
     # a budget spent on a non-finite field (NaN or overflowing coefficients) says so
@@ -85,12 +86,12 @@ def _solve(field, y0, ts, args, rtol, atol, throw) -> ODESolution:
     return out.raise_if_failed(throw)
 
 
-def mass_equilibrium(c0, r, weight_decay):
+def mass_equilibrium(*, c0, r, weight_decay):
     """alpha~* = r - lambda / (2 c_0^2), the fixed point of the degree-0 mass ODE: stage 0's
     leading term. Later stages hold more mass (every Hermite order's energy counts; at r = 4,
     lambda = 2, |z|: 2.625 against 2.429): see `stage_equilibria`.
 
-    >>> mass_equilibrium(1.0, 4, 2.0)
+    >>> mass_equilibrium(c0=1.0, r=4, weight_decay=2.0)
     3.0
     """
     c0 = check_positive("c0", c0)
@@ -100,7 +101,7 @@ def mass_equilibrium(c0, r, weight_decay):
 
 
 def _positive_equilibrium(c0, r, weight_decay):
-    K = mass_equilibrium(c0, r, weight_decay)
+    K = mass_equilibrium(c0=c0, r=r, weight_decay=weight_decay)
     message = (
         "the mass equilibrium r - weight_decay / (2 c_0^2) must be > 0 (the weight decay "
         f"outweighs the target's mean), got r = {r}, weight_decay = {weight_decay}"
@@ -147,7 +148,7 @@ class StageEquilibria(Readable):
     - `S_A`, `S_B`, `target_energy`: the sums that define L(alpha~) = 1/2 (T - 2 alpha~ S_A +
       alpha~^2 S_B) in each stage (see `stage_equilibria`); `weight_decay`: lambda.
 
-    >>> eq = stage_equilibria("abs", 4, 20, 2.0)
+    >>> eq = stage_equilibria(activation="abs", r=4, d=20, weight_decay=2.0)
     >>> [round(v, 3) for v in eq.mass.tolist()][2], round(float(eq.loss[2]), 3)
     (2.625, 0.687)
     """
@@ -170,7 +171,7 @@ class StageEquilibria(Readable):
         """L(alpha~) = 1/2 (T - 2 alpha~ S_A + alpha~^2 S_B) of stage `stage` (0, 1 or 2 for
         orders 0, 2, >= 4) at mass `alpha`, the loss of that stage's configuration.
 
-        >>> eq = stage_equilibria("abs", 4, 20, 0.0)
+        >>> eq = stage_equilibria(activation="abs", r=4, d=20, weight_decay=0.0)
         >>> round(float(eq.loss_at(4.0, 2)), 12)  # aligned neurons at the full mass fit all
         0.0
         """
@@ -185,7 +186,7 @@ class StageEquilibria(Readable):
         0, 2, >= 4). Across the switch-off of lambda, use the equilibria of lambda = 0 from
         the mass at the switch-off.
 
-        >>> eq = stage_equilibria("abs", 4, 20, 0.0)
+        >>> eq = stage_equilibria(activation="abs", r=4, d=20, weight_decay=0.0)
         >>> round(float(eq.relax(2.625, jnp.array([100.0]), 2)[0]), 6)  # back to r = 4
         4.0
         """
@@ -195,7 +196,7 @@ class StageEquilibria(Readable):
         return K / (1.0 + (K / a0 - 1.0) * jnp.exp(-4.0 * self.S_B[stage] * K * jnp.asarray(ts)))
 
 
-def stage_equilibria(activation: str, r: int, d, weight_decay) -> StageEquilibria:
+def stage_equilibria(*, activation: str, r: int, d, weight_decay) -> StageEquilibria:
     """The mass equilibrium and plateau of each stage, with every Hermite order.
 
     **Derivation.** With equal masses and directions w^ distributed as in the stage, the loss
@@ -232,7 +233,7 @@ def stage_equilibria(activation: str, r: int, d, weight_decay) -> StageEquilibri
     **Returns:** a `StageEquilibria`. A `ValueError` where lambda is so large that a stage's
     mass would be <= 0.
 
-    >>> eq = stage_equilibria("abs", 4, 20, 0.0)
+    >>> eq = stage_equilibria(activation="abs", r=4, d=20, weight_decay=0.0)
     >>> [round(v, 4) for v in eq.mass.tolist()], round(float(eq.loss[2]), 12)
     ([4.0, 4.0, 4.0], 0.0)
     """
@@ -396,7 +397,7 @@ def initial_alignment(
     return jnp.max(rel * rel / jnp.where(norm > 0, norm, 1.0), axis=0)
 
 
-def typical_alignment(r: int, m: int) -> Float[Array, ""]:
+def typical_alignment(*, r: int, m: int) -> Float[Array, ""]:
     """The median of the best of m random neurons' squared coordinate along one target
     direction after projection on the r-dimensional target subspace: u uniform on S^(r-1)
     has u_k^2 ~ Beta(1/2, (r - 1)/2), so the median p solves I_p(1/2, (r-1)/2) = 2^(-1/m).
@@ -404,8 +405,8 @@ def typical_alignment(r: int, m: int) -> Float[Array, ""]:
     and, at the paper's size (r = 20, m = 250), 0.552 against the actual 0.383: a start too
     close to alignment, which made t_4 early.
 
-    >>> round(float(typical_alignment(20, 250)), 3), round(float(typical_alignment(4, 64)), 3)
-    (0.383, 0.915)
+    >>> [round(float(typical_alignment(r=r, m=m)), 3) for r, m in [(20, 250), (4, 64)]]
+    [0.383, 0.915]
     """
     r = check_positive_int("r", r)
     m = check_positive_int("m", m)
@@ -424,9 +425,9 @@ def typical_alignment(r: int, m: int) -> Float[Array, ""]:
     return 0.5 * (lo + hi)
 
 
-def weight_decay_plateaus(activation: str, r: int, weight_decay, *, d=None) -> Float[Array, " 3"]:
+def weight_decay_plateaus(*, activation: str, r: int, weight_decay, d=None) -> Float[Array, " 3"]:
     """The loss plateaus after stages 0, 2 and >= 4 under weight decay lambda, with every
-    Hermite order: `stage_equilibria(activation, r, d, weight_decay).loss`.
+    Hermite order: `stage_equilibria(...).loss` with the same arguments.
 
     At lambda = 0 and d -> infinity (`d=None`) stage 0's plateau is 1/2 (E_2 + E_>=4) of
     `hermite_energies`. After stage 2 the neurons are spread uniformly over the target
@@ -435,9 +436,10 @@ def weight_decay_plateaus(activation: str, r: int, weight_decay, *, d=None) -> F
     direction and nothing is left). Weight decay adds a degree-0 bias, lambda^2 / (8 c_0^2) in
     stage 0 and r lambda^2 / (8 (r c_0^2 + sum_{k>=1} c_k^2)) in stage >= 4.
 
-    >>> [round(v, 4) for v in weight_decay_plateaus("abs", 1, 0.0).tolist()]
+    >>> plateaus = weight_decay_plateaus(activation="abs", r=1, weight_decay=0.0)
+    >>> [round(v, 4) for v in plateaus.tolist()]
     [0.1817, 0.0, 0.0]
-    >>> round(float(weight_decay_plateaus("abs", 4, 2.0, d=20)[2]), 3)
+    >>> round(float(weight_decay_plateaus(activation="abs", r=4, weight_decay=2.0, d=20)[2]), 3)
     0.687
     """
-    return stage_equilibria(activation, r, d, weight_decay).loss
+    return stage_equilibria(activation=activation, r=r, d=d, weight_decay=weight_decay).loss
