@@ -10,6 +10,12 @@ from ._data import (
     loewdin as loewdin,
     orthogonal_data as orthogonal_data,
 )
+from ._diagonal import (
+    DiagonalNet as DiagonalNet,
+    diagonal_init as diagonal_init,
+    diagonal_loss as diagonal_loss,
+    diagonal_units as diagonal_units,
+)
 from ._leaky import (
     MARGIN_LOSSES as MARGIN_LOSSES,
     LeakyReLUNet as LeakyReLUNet,

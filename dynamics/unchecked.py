@@ -9,6 +9,7 @@ its checked twin in `dynamics` does (named in its docstring) and assumes valid i
 0.68394
 """
 
+from ._diagonal import _diagonal_loss as diagonal_loss
 from ._leaky import _log_margin_loss as log_margin_loss, _margin_loss as margin_loss
 from ._multi_index import (
     _population_loss as population_loss,
@@ -17,6 +18,7 @@ from ._multi_index import (
 )
 
 __all__ = [
+    "diagonal_loss",
     "log_margin_loss",
     "margin_loss",
     "population_loss",

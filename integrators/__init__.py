@@ -10,6 +10,10 @@ from ._critical import (
     critical_point as critical_point,
     escape_saddle as escape_saddle,
 )
+from ._diagonal import (
+    DiagonalFlowSolution as DiagonalFlowSolution,
+    diagonal_flow as diagonal_flow,
+)
 from ._flow import (
     OrthogonalFlowSolution as OrthogonalFlowSolution,
     orthogonal_flow as orthogonal_flow,

@@ -15,6 +15,10 @@ predictions it holds the base that every package shares, each object under one n
 """
 
 from . import checks as checks, numerics as numerics, rescaled as rescaled
+from ._diagonal import (
+    DiagonalJumpsSolution as DiagonalJumpsSolution,
+    diagonal_jumps as diagonal_jumps,
+)
 from ._hermite import (
     HermiteEnergies as HermiteEnergies,
     activation_function as activation_function,

@@ -1,0 +1,100 @@
+"""Diagonal linear networks: beta = u * u - v * v, the canonical saddle-to-saddle model.
+
+Pesme and Flammarion, "Saddle-to-Saddle Dynamics in Diagonal Linear Networks", NeurIPS 2023
+(arXiv 2304.00488). `theory.diagonal_jumps` predicts the alpha -> 0 limit of the gradient
+flow from u = v = alpha 1; `integrators.diagonal_flow` integrates it exactly in log form;
+`integrators.gradient_flow` integrates this module directly (`units=diagonal_units(model)`
+puts every coordinate on its own log scale).
+"""
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
+
+from theory.checks import (
+    check_alpha,
+    check_data,
+    check_dtype,
+    check_finite,
+    check_model,
+    check_positive_int,
+    check_shape,
+)
+
+
+class DiagonalNet(eqx.Module):
+    """The diagonal linear network x -> <beta, x> with beta = u * u - v * v.
+
+    >>> net = DiagonalNet(jnp.array([1.0, 2.0]), jnp.array([0.5, 3.0]))
+    >>> net.beta.tolist(), float(net(jnp.array([1.0, 1.0])))
+    ([0.75, -5.0], -4.25)
+    """
+
+    u: Float[Array, " d"]
+    v: Float[Array, " d"]
+
+    @property
+    def beta(self) -> Float[Array, " d"]:
+        return self.u * self.u - self.v * self.v
+
+    def __call__(self, x: Float[Array, "... d"]) -> Float[Array, "..."]:
+        return x @ self.beta
+
+
+def diagonal_init(d: int, alpha, *, dtype=None) -> DiagonalNet:
+    """u = v = alpha 1 (beta = 0), the initialization of the saddle-to-saddle regime.
+
+    `alpha` must lie in (0, 1) and alpha**2 must not underflow `dtype`.
+
+    >>> diagonal_init(3, 1e-3).u.tolist()
+    [0.001, 0.001, 0.001]
+    """
+    d = check_positive_int("d", d)
+    dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
+    alpha = jnp.asarray(check_alpha(alpha, dtype), dtype)
+    u = jnp.full(d, alpha, dtype)
+    return DiagonalNet(u, u)
+
+
+def diagonal_loss(model: DiagonalNet, data: tuple) -> Float[Array, ""]:
+    """L(beta) = 1/(2n) ||X beta - y||^2 on `data` = (X, y), X (n, d) and y (n,): a
+    `loss(model, args)` for `integrators.gradient_flow`. The flow evaluates it at trial states
+    too, and a trial state that overflows raises here: pass `dynamics.unchecked.diagonal_loss`
+    to the flow and let its step control reject the step.
+
+    >>> net = DiagonalNet(jnp.array([1.0, 0.0]), jnp.array([0.0, 1.0]))
+    >>> float(diagonal_loss(net, (jnp.eye(2), jnp.array([1.0, 1.0]))))
+    1.0
+    """
+    check_model("model", model, DiagonalNet)
+    X, y = check_data(data)
+    check_shape("model.u", model.u, (None,))
+    d = jnp.shape(model.u)[0]
+    check_shape("model.v", model.v, (d,))
+    check_shape("X", X, (None, d))
+    check_shape("y", y, (jnp.shape(X)[0],))
+    if jnp.shape(X)[0] == 0:
+        raise ValueError("`X` must hold at least one sample, got none")
+    u, v = check_finite("model.u", model.u), check_finite("model.v", model.v)
+    data = (check_finite("X", X), check_finite("y", y))
+    return _diagonal_loss(DiagonalNet(u, v), data)
+
+
+def _diagonal_loss(model: DiagonalNet, data: tuple) -> Float[Array, ""]:
+    """`diagonal_loss` without its checks (`dynamics.unchecked`)."""
+    X, y = data
+    r = X @ (model.u * model.u - model.v * model.v) - y
+    return 0.5 * jnp.mean(r * r)
+
+
+def diagonal_units(model: DiagonalNet) -> DiagonalNet:
+    """Unit labels for `integrators.gradient_flow(..., units=...)`: every u_i and v_i its own
+    unit (each has its own log scale at small initialization).
+
+    >>> diagonal_units(diagonal_init(2, 0.1)).v.tolist()
+    [2, 3]
+    """
+    check_model("model", model, DiagonalNet)
+    d = jnp.shape(model.u)[0]
+    labels: Int[Array, " d"] = jnp.arange(2 * d)
+    return DiagonalNet(labels[:d], labels[d:])

@@ -1,0 +1,139 @@
+"""`diagonal_flow`: the exact gradient flow of a diagonal linear network, in log form.
+
+Pesme and Flammarion, "Saddle-to-Saddle Dynamics in Diagonal Linear Networks", NeurIPS 2023
+(arXiv 2304.00488). For beta = u * u - v * v from u = v = alpha 1 under
+L(beta) = 1/(2n) ||X beta - y||^2, u v = alpha^2 is conserved and the flow is exactly
+(`theory._diagonal` derives it)
+
+    dS/dt~ = -4 X^T (X beta - y) / n,
+    beta_i = 2 alpha^2 sinh(tau S_i) = sign(S_i) e^{tau (|S_i| - 2)} (1 - e^{-2 tau |S_i|}),
+
+in the rescaled clock t = tau t~, tau = log(1/alpha). S is O(1) at every alpha, so the state
+never under- or overflows: this integrates alpha = 10^-1000 (tau = 2302.6) as easily as
+alpha = 0.1, where the network's own parameters (alpha e^{+-tau S / 2}) underflow float64.
+The field's Jacobian, -4 G diag(tau |beta| + ...), has rates up to 4 tau ||G|| max|beta|:
+stiff at small alpha, hence the L-stable Rodas5P.
+"""
+
+import diffrax
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from theory import RESULTS, AbstractSolution, diffrax_stats, name_nonfinite
+from theory.checks import (
+    check_finite,
+    check_shape,
+    check_solver_options,
+    check_time_grid,
+    check_time_scale,
+    inexact,
+)
+from theory.numerics import Rodas5P, diffeqsolve
+
+
+class DiagonalFlowSolution(AbstractSolution):
+    """`diagonal_flow`'s solution at the saved times `ts` (rescaled clock t~).
+
+    - `loss` (T,): L(beta(t~)); `beta` (T, d): the regression vector; `dual` (T, d): S(t~).
+    - `time_scale`: tau = log(1/alpha).
+    - `result`, `stats`: diffrax's outcome and step counts.
+    """
+
+    result: RESULTS
+    stats: dict
+    ts: Float[Array, " T"]
+    loss: Float[Array, " T"]
+    beta: Float[Array, "T d"]
+    dual: Float[Array, "T d"]
+    time_scale: Float[Array, ""]
+
+
+def _beta_of_dual(S, tau):
+    """beta_i = 2 alpha^2 sinh(tau S_i), alpha = e^{-tau}, without forming alpha^2."""
+    a = jnp.abs(S)
+    return jnp.sign(S) * jnp.exp(tau * (a - 2.0)) * -jnp.expm1(-2.0 * tau * a)
+
+
+def diagonal_flow(
+    X: Float[Array, "n d"],
+    y: Float[Array, " n"],
+    ts: Float[Array, " T"],
+    *,
+    time_scale,
+    rtol: float = 1e-8,
+    atol: float = 1e-8,
+    max_steps: int = 100000,
+    solver: diffrax.AbstractAdaptiveSolver | None = None,
+    throw: bool = False,
+) -> DiagonalFlowSolution:
+    """The gradient flow of beta = u*u - v*v from u = v = alpha 1, exactly, in the rescaled
+    clock t = tau t~ with `time_scale` tau = log(1/alpha) (module docstring).
+
+    `X` (n, d), `y` (n,): any real data. `ts` (T,): increasing save times from `ts[0]`
+    (S = 0 there: the flow starts at the initialization at `ts[0]`). `rtol`, `atol`: on S;
+    `solver`: default Rodas5P (L-stable). Jit-compiled and `jax.vmap`-able.
+
+    One coordinate, y = 1: a logistic jump from loss 1/2 to 0 at t~ = 1/2 - log(1 + sqrt 2) /
+    (4 tau); at t~ = 1/2, beta = 1/2 and the loss is 1/8.
+
+    >>> X = jnp.ones((1, 1)); y = jnp.array([1.0])
+    >>> sol = diagonal_flow(X, y, jnp.linspace(0.0, 1.0, 5), time_scale=50.0)
+    >>> bool(sol.ok), round(float(sol.beta[-1, 0]), 6), round(float(sol.loss[2]), 3)
+    (True, 1.0, 0.125)
+    """
+    X = inexact(X, name="X")
+    check_shape("X", X, (None, None))
+    n, d = X.shape
+    if n == 0 or d == 0:
+        raise ValueError(f"`X` must have at least one row and one column, got shape {X.shape}")
+    y = inexact(y, name="y")
+    check_shape("y", y, (n,))
+    dtype = jnp.result_type(X, y)
+    X, y = check_finite("X", X.astype(dtype)), check_finite("y", y.astype(dtype))
+    tau = check_time_scale(time_scale, dtype)
+    max_steps = check_solver_options(rtol, atol, max_steps)
+    ts = check_time_grid("ts", ts, dtype)
+    solver = Rodas5P() if solver is None else solver
+    controller = diffrax.PIDController(rtol=rtol, atol=atol)
+    out = _solve(X, y, ts, tau, solver, controller, max_steps)
+    return out.raise_if_failed(throw)
+
+
+def _field(t, S, args):
+    X, y, tau = args
+    beta = _beta_of_dual(S, tau)
+    return -4.0 * X.T @ (X @ beta - y) / X.shape[0]
+
+
+@eqx.filter_jit
+def _solve(X, y, ts, tau, solver, controller, max_steps):
+    def save(t, S, args):
+        beta = _beta_of_dual(S, tau)
+        r = X @ beta - y
+        return 0.5 * jnp.mean(r * r), beta, S
+
+    sol = diffeqsolve(
+        diffrax.ODETerm(_field),
+        solver,
+        t0=ts[0],
+        t1=ts[-1],
+        dt0=None,
+        y0=jnp.zeros(X.shape[1], X.dtype),
+        args=(X, y, tau),
+        saveat=diffrax.SaveAt(ts=ts, fn=save),
+        stepsize_controller=controller,
+        max_steps=max_steps,
+        throw=False,
+        grid_checked=True,
+    )
+    loss, beta, S = sol.ys
+    return DiagonalFlowSolution(
+        result=name_nonfinite(RESULTS.promote(sol.result), loss, S),
+        stats=diffrax_stats(sol),
+        ts=ts,
+        loss=loss,
+        beta=beta,
+        dual=S,
+        time_scale=tau,
+    )

@@ -1,0 +1,269 @@
+"""The saddle-to-saddle jump process of diagonal linear networks (the alpha -> 0 limit).
+
+Pesme and Flammarion, "Saddle-to-Saddle Dynamics in Diagonal Linear Networks", NeurIPS 2023
+(arXiv 2304.00488). The derivation below is written out here in this engine's conventions
+(the time scale and the box [-2, 2] follow from them, not from the paper's normalization).
+
+Model and flow. beta = u * u - v * v with u, v in R^d, the loss
+L(beta) = 1/(2n) ||X beta - y||^2 and the gradient flow of F(u, v) = L(u*u - v*v) from
+u = v = alpha 1. With g = grad L(beta) = X^T (X beta - y) / n,
+
+    du/dt = -2 u * g,   dv/dt = 2 v * g,
+
+so u = alpha e^{xi}, v = alpha e^{-xi} with xi(t) = -2 int_0^t g, and u v = alpha^2 stays
+fixed: beta = 2 alpha^2 sinh(2 xi) exactly. In the rescaled clock t = log(1/alpha) t~ and
+with S = 2 xi / log(1/alpha),
+
+    dS/dt~ = -4 g(beta),   beta_i = 2 alpha^2 sinh(log(1/alpha) S_i)
+                                  = sign(S_i) alpha^(2 - |S_i|) (1 - alpha^(2 |S_i|)).
+
+This is exact at every alpha (`diagonal_flow` in the benchmarks integrates it in this log
+form down to alpha = 10^-1000). As alpha -> 0, beta_i vanishes while |S_i| < 2 and cannot
+stay finite past |S_i| = 2: S lives in the box [-2, 2]^d, and beta is piecewise constant.
+
+The limit (Algorithm 1 of the paper, in these units). With the active set A = {i : |S_i| = 2}
+and its signs s_i = sign(S_i), the saddle after a jump is the sign-constrained least squares
+
+    beta^k = argmin L(beta)  s.t.  beta_i = 0 (i not in A),  s_i beta_i >= 0 (i in A),
+
+(a nonnegative quadratic program in z_i = s_i beta_i, solved with `theory.numerics.nnqp`),
+and until the next jump S moves on a straight line, S(t~) = S(t_k) - 4 (t~ - t_k) g(beta^k):
+the active coordinates with beta_i != 0 have g_i = 0 (KKT) and stay on the boundary; an
+active one with beta_i = 0 whose gradient points inward leaves A. The next jump is the first
+time an inactive |S_i| reaches 2; the process stops when no inactive coordinate moves
+(g = 0 off A): for d > n and X of full row rank, at an interpolator, which as alpha -> 0 is
+the minimum-l1-norm interpolator. Before the first jump S = 4 t~ X^T y / n, so the first jump
+is at t_1 = 1 / (2 ||X^T y / n||_inf).
+
+Finite alpha (derived here for the first jump). Until the first coordinate i grows, the
+others stay at alpha^(2 - |S_j|), exponentially small in log(1/alpha); coordinate i alone
+follows the logistic law d|beta_i|/dt~ = 4 log(1/alpha) |beta_i| (|r_i| - G_ii |beta_i|)
+(r = X^T y / n, G = X^T X / n) from 2 alpha^2 sinh(...), whose loss crosses the midpoint of
+its two plateaus (beta_i = (1 - 1/sqrt 2) r_i / G_ii) at
+
+    t~_1(alpha) = t_1 + (log(|r_i| / G_ii) - log(1 + sqrt 2)) / (4 |r_i| log(1/alpha)),
+
+up to terms exponentially small in log(1/alpha). Later jumps shift by O(1 / log(1/alpha)) as
+well; their correction is not derived here.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int
+
+from ._nnqp import nnqp
+from ._solution import RESULTS, AbstractSolution
+from .checks import check_finite, check_positive, check_positive_int, check_shape, inexact
+
+
+class DiagonalJumpsSolution(AbstractSolution):
+    """The jump process predicted by `diagonal_jumps` (alpha -> 0 limit, rescaled time).
+
+    Per-jump fields are padded to `max_jumps` rows: `times` with `+inf`, `betas` and `duals`
+    with the last saddle, `losses` with the last loss, `active` with the last set, `joined`
+    with `-1`.
+
+    - `times` (K,): t_1 < t_2 < ...: jump times in t~ = t / log(1/alpha).
+    - `betas` (K, d): the saddle beta^k reached at jump k (held until jump k + 1).
+    - `losses` (K,): L(beta^k); `initial_loss`: L(0) = mean(y^2) / 2.
+    - `duals` (K, d): S(t_k), the rescaled dual variable in [-2, 2] at each jump.
+    - `active` (K, d): the active set after jump k; `joined` (K,): the coordinate that
+      reached the boundary at t_k (the lowest index among ties).
+    - `num_jumps`: real (unpadded) jumps; `final_beta` (d,): the last saddle; `l1_norm`: its
+      l1 norm; `final_loss`: its loss.
+    - `first_time_finite_alpha(alpha)`: the first jump's time at finite alpha (the loss
+      midpoint crossing; module docstring).
+    - `result`: `successful` when the process stopped (no inactive coordinate moves),
+      `max_steps_reached` when `max_jumps` jumps did not reach the end, `nonfinite` when a
+      constrained fit failed (a singular active set); `stats`: jumps and NNQP steps.
+    """
+
+    result: RESULTS
+    stats: dict
+    times: Float[Array, " K"]
+    betas: Float[Array, "K d"]
+    losses: Float[Array, " K"]
+    duals: Float[Array, "K d"]
+    active: Bool[Array, "K d"]
+    joined: Int[Array, " K"]
+    initial_loss: Float[Array, ""]
+    num_jumps: Int[Array, ""]
+    final_beta: Float[Array, " d"]
+    final_loss: Float[Array, ""]
+    l1_norm: Float[Array, ""]
+    first_rate: Float[Array, ""]
+    first_capacity: Float[Array, ""]
+
+    def first_time_finite_alpha(self, alpha) -> Float[Array, ""]:
+        """t~_1(alpha) = t_1 + (log(|r_i| / G_ii) - log(1 + sqrt 2)) / (4 |r_i| log(1/alpha))
+        for the first coordinate i to jump (module docstring)."""
+        alpha = check_positive("alpha", alpha, scalar=True)
+        tau = -jnp.log(alpha)
+        shift = jnp.log(self.first_capacity) - jnp.log1p(jnp.sqrt(2.0))
+        return self.times[0] + shift / (4.0 * self.first_rate * tau)
+
+
+def diagonal_jumps(
+    X: Float[Array, "n d"],
+    y: Float[Array, " n"],
+    *,
+    max_jumps: int | None = None,
+    tol: float | None = None,
+    throw: bool = False,
+) -> DiagonalJumpsSolution:
+    """The alpha -> 0 jump process of the diagonal network beta = u*u - v*v (module docstring).
+
+    `X` (n, d), `y` (n,): any real data (no orthogonality needed; the active sets' columns
+    must be linearly independent for the saddles to be unique, as for data in general
+    position). `max_jumps` (default 2 d): rows of the padded outputs. `tol`: the relative
+    size below which a gradient counts as zero (default 1e3 eps). Jit-compiled and
+    `jax.vmap`-able over datasets.
+
+    Two uncorrelated coordinates: each jumps once, the stronger first, at
+    t_k = 1 / (2 |X^T y / n|_k).
+
+    >>> X = jnp.eye(2); y = jnp.array([2.0, -1.0])
+    >>> sol = diagonal_jumps(X, y)
+    >>> sol.times[:2].tolist(), sol.final_beta.round(12).tolist(), int(sol.num_jumps)
+    ([0.5, 1.0], [2.0, -1.0], 2)
+    >>> bool(sol.ok), bool(sol.final_loss < 1e-30)
+    (True, True)
+    """
+    X = inexact(X, name="X")
+    check_shape("X", X, (None, None))
+    n, d = X.shape
+    if n == 0 or d == 0:
+        raise ValueError(f"`X` must have at least one row and one column, got shape {X.shape}")
+    y = inexact(y, name="y")
+    check_shape("y", y, (n,))
+    dtype = jnp.result_type(X, y)
+    X, y = check_finite("X", X.astype(dtype)), check_finite("y", y.astype(dtype))
+    max_jumps = 2 * d if max_jumps is None else check_positive_int("max_jumps", max_jumps)
+    eps = float(jnp.finfo(dtype).eps)
+    tol = 1e3 * eps if tol is None else check_positive("tol", tol, scalar=True)
+    out = _jumps(X, y, max_jumps, tol)
+    return out.raise_if_failed(throw)
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _jumps(X, y, max_jumps: int, tol):
+    n, d = X.shape
+    G = X.T @ X / n
+    r = X.T @ y / n
+    scale = jnp.maximum(jnp.max(jnp.abs(r)), jnp.finfo(X.dtype).tiny)
+    grad_tol = tol * scale * d
+
+    def loss(beta):
+        res = X @ beta - y
+        return 0.5 * jnp.mean(res * res)
+
+    def fit(active, signs):
+        """The sign-constrained least squares on the active set (z = s beta >= 0)."""
+        Gs = G * signs[:, None] * signs[None, :]
+        mask = active[:, None] & active[None, :]
+        Ga = jnp.where(mask, Gs, jnp.eye(d, dtype=G.dtype))
+        ba = jnp.where(active, signs * r, 0.0)
+        sol = nnqp(Ga, ba, tol=grad_tol, max_steps=10 * d + 10)
+        z = jnp.where(active, sol.lam, 0.0)
+        return signs * z, sol.ok, sol.stats["num_steps"]
+
+    K = max_jumps
+    init = dict(
+        k=jnp.asarray(0),
+        t=jnp.asarray(0.0, X.dtype),
+        S=jnp.zeros(d, X.dtype),
+        active=jnp.zeros(d, bool),
+        beta=jnp.zeros(d, X.dtype),
+        done=jnp.asarray(False),
+        failed=jnp.asarray(False),
+        qp_steps=jnp.asarray(0),
+        times=jnp.full(K, jnp.inf, X.dtype),
+        betas=jnp.zeros((K, d), X.dtype),
+        losses=jnp.zeros(K, X.dtype),
+        duals=jnp.zeros((K, d), X.dtype),
+        actives=jnp.zeros((K, d), bool),
+        joined=jnp.full(K, -1),
+    )
+
+    def cond(c):
+        return (c["k"] < K) & ~c["done"] & ~c["failed"]
+
+    def body(c):
+        S, active, beta = c["S"], c["active"], c["beta"]
+        slope = -4.0 * (G @ beta - r)
+        signs = jnp.where(S != 0, jnp.sign(S), jnp.sign(slope))
+        # active coordinates: held (beta != 0, or the gradient pushes outward: KKT), or left
+        leaving = active & (beta == 0) & (slope * signs < -grad_tol)
+        held = active & ~leaving
+        slope = jnp.where(held, 0.0, slope)
+        moving = ~held & (jnp.abs(slope) > grad_tol)
+        target = 2.0 * jnp.sign(slope)
+        hit = jnp.where(moving, (target - S) / jnp.where(moving, slope, 1.0), jnp.inf)
+        hit = jnp.maximum(hit, 0.0)
+        dt = jnp.min(hit)
+        done = ~jnp.isfinite(dt)
+        joins = moving & (hit <= dt + 1e-12 * (1.0 + dt))
+        S_new = jnp.where(joins, target, jnp.clip(S + slope * jnp.where(done, 0.0, dt), -2, 2))
+        active_new = held | joins
+        beta_new, ok, steps = fit(active_new, jnp.sign(S_new))
+        ok = ok & jnp.all(jnp.isfinite(beta_new))
+        k, t = c["k"], c["t"] + dt
+        write = ~done
+        first = jnp.argmax(joins)
+
+        def put(arr, val):
+            return jnp.where(write, arr.at[k].set(val), arr)
+
+        return dict(
+            k=jnp.where(write, k + 1, k),
+            t=jnp.where(write, t, c["t"]),
+            S=jnp.where(write, S_new, S),
+            active=jnp.where(write, active_new, active),
+            beta=jnp.where(write & ok, beta_new, beta),
+            done=done,
+            failed=write & ~ok,
+            qp_steps=c["qp_steps"] + steps,
+            times=put(c["times"], t),
+            betas=put(c["betas"], beta_new),
+            losses=put(c["losses"], loss(beta_new)),
+            duals=put(c["duals"], S_new),
+            actives=put(c["actives"], active_new),
+            joined=put(c["joined"], first),
+        )
+
+    c = jax.lax.while_loop(cond, body, init)
+    num = c["k"]
+    rows = jnp.arange(K)[:, None] < num
+    last = jnp.maximum(num - 1, 0)
+    pad_beta = jnp.where(num > 0, c["betas"][last], jnp.zeros(d, X.dtype))
+    betas = jnp.where(rows, c["betas"], pad_beta)
+    final_loss = loss(c["beta"])
+    losses = jnp.where(rows[:, 0], c["losses"], final_loss)
+    duals = jnp.where(rows, c["duals"], c["S"])
+    actives = jnp.where(rows, c["actives"], c["active"])
+    # the first jump's coordinate, for the finite-alpha correction
+    i = jnp.argmax(jnp.abs(r))
+    result = RESULTS.where(
+        c["failed"],
+        RESULTS.nonfinite,
+        RESULTS.where(c["done"], RESULTS.successful, RESULTS.max_steps_reached),
+    )
+    return DiagonalJumpsSolution(
+        result=result,
+        stats={"num_jumps": num, "num_qp_steps": c["qp_steps"]},
+        times=c["times"],
+        betas=betas,
+        losses=losses,
+        duals=duals,
+        active=actives,
+        joined=c["joined"],
+        initial_loss=loss(jnp.zeros(d, X.dtype)),
+        num_jumps=num,
+        final_beta=c["beta"],
+        final_loss=final_loss,
+        l1_norm=jnp.sum(jnp.abs(c["beta"])),
+        first_rate=jnp.abs(r[i]),
+        first_capacity=jnp.abs(r[i]) / G[i, i],
+    )
