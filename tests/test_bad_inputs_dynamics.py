@@ -16,7 +16,37 @@ MF = D.MeanFieldNet(jnp.eye(2, 4))
 X64, Y6 = jnp.ones((6, 4)), jnp.ones(6)
 TARGET = D.standard_target(2, 4)
 
+DIAG = D.DiagonalNet(jnp.ones(2), jnp.ones(2))
+
 CASES = {
+    "diagonal_init": [
+        (lambda: D.diagonal_init(0, 0.1), ValueError, "`d`"),
+        (lambda: D.diagonal_init(3, 1.5), ValueError, "alpha"),
+        (lambda: D.diagonal_init(3, 1e-30, dtype=jnp.float32), ValueError, "alpha"),
+    ],
+    "diagonal_loss": [
+        (lambda: D.diagonal_loss(NET2, (jnp.eye(2), jnp.ones(2))), ValueError, "DiagonalNet"),
+        (lambda: D.diagonal_loss(DIAG, (jnp.eye(3), jnp.ones(3))), ValueError, "`X`"),
+        (lambda: D.diagonal_loss(DIAG, (jnp.eye(2), jnp.ones((2, 1)))), ValueError, "`y`"),
+        (lambda: D.diagonal_loss(DIAG, jnp.eye(2)), ValueError, "(X, y)"),
+        (
+            lambda: D.diagonal_loss(
+                D.DiagonalNet(jnp.ones(2), jnp.ones(3)), (jnp.eye(2), jnp.ones(2))
+            ),
+            ValueError,
+            "model.v",
+        ),
+        (
+            lambda: D.diagonal_loss(
+                D.DiagonalNet(jnp.array([NAN, 1.0]), jnp.ones(2)), (jnp.eye(2), jnp.ones(2))
+            ),
+            ValueError,
+            "model.u",
+        ),
+        (lambda: D.diagonal_loss(DIAG, (jnp.eye(2), jnp.array([1.0, NAN]))), ValueError, "`y`"),
+        (lambda: D.diagonal_loss(DIAG, (jnp.zeros((0, 2)), jnp.zeros(0))), ValueError, "sample"),
+    ],
+    "diagonal_units": [(lambda: D.diagonal_units(NET2), ValueError, "DiagonalNet")],
     "orthogonal_data": [
         (lambda: D.orthogonal_data(5, 4, key=KEY), ValueError, "`d`"),
         (lambda: D.orthogonal_data(5, key=KEY, labels="binary"), ValueError, "`labels`"),

@@ -30,6 +30,30 @@ def _sq(model, args):
 
 
 CASES = {
+    "diagonal_flow": [
+        (lambda: I.diagonal_flow(jnp.ones(3), jnp.ones(3), TS, time_scale=5.0), ValueError, "`X`"),
+        (lambda: I.diagonal_flow(jnp.eye(3), jnp.ones(2), TS, time_scale=5.0), ValueError, "`y`"),
+        (
+            lambda: I.diagonal_flow(jnp.eye(2), jnp.ones(2), TS, time_scale=-5.0),
+            ValueError,
+            "time_scale",
+        ),
+        (
+            lambda: I.diagonal_flow(jnp.eye(2), jnp.ones(2), TS[::-1], time_scale=5.0),
+            ValueError,
+            "`ts`",
+        ),
+        (
+            lambda: I.diagonal_flow(jnp.eye(2) * NAN, jnp.ones(2), TS, time_scale=5.0),
+            ValueError,
+            "`X`",
+        ),
+        (
+            lambda: I.diagonal_flow(jnp.eye(2), jnp.ones(2), TS, time_scale=5.0, rtol=0.0),
+            ValueError,
+            "rtol",
+        ),
+    ],
     "gradient_flow": [
         (lambda: I.gradient_flow(lambda x: x, _sq, TS), ValueError, "`model`"),
         (lambda: I.gradient_flow(LIN, None, TS), ValueError, "`loss`"),

@@ -101,6 +101,20 @@ CASES = {
         (lambda: T.signal_regime(0, 1.0, 10), ValueError, "`n`"),
         (lambda: T.signal_regime(5, 1.0, 10, noise_scale=0.0), ValueError, "noise_scale"),
     ],
+    "diagonal_jumps": [
+        (lambda: T.diagonal_jumps(jnp.ones(3), jnp.ones(3)), ValueError, "`X`"),
+        (lambda: T.diagonal_jumps(jnp.ones((3, 2)), jnp.ones(2)), ValueError, "`y`"),
+        (lambda: T.diagonal_jumps(jnp.ones((0, 2)), jnp.ones(0)), ValueError, "`X`"),
+        (lambda: T.diagonal_jumps(jnp.full((2, 2), NAN), jnp.ones(2)), ValueError, "`X`"),
+        (lambda: T.diagonal_jumps(jnp.eye(2), jnp.array([1.0, jnp.inf])), ValueError, "`y`"),
+        (lambda: T.diagonal_jumps(jnp.eye(2), jnp.ones(2), max_jumps=0), ValueError, "max_jumps"),
+        (lambda: T.diagonal_jumps(jnp.eye(2), jnp.ones(2), tol=-1.0), ValueError, "tol"),
+        (
+            lambda: T.diagonal_jumps(jnp.eye(2), jnp.ones(2)).first_time_finite_alpha(0.0),
+            ValueError,
+            "alpha",
+        ),
+    ],
     "diffeqsolve": [
         (lambda: _decay(1.0, 0.0, jnp.array([0.5])), ValueError, "t1"),
         (lambda: _decay(jnp.nan, 1.0, jnp.array([0.5])), ValueError, "t0"),
