@@ -57,3 +57,8 @@ from ._multi_index import (
     symmetrize as symmetrize,
 )
 from ._neurons import merge_neurons as merge_neurons, split_neuron as split_neuron
+from ._teacher_student import (
+    TwoLayerNet as TwoLayerNet,
+    teacher_student_loss as teacher_student_loss,
+    teacher_student_quadrature_error as teacher_student_quadrature_error,
+)

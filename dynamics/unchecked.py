@@ -16,6 +16,7 @@ from ._multi_index import (
     _sample_loss as sample_loss,
     _sample_loss_gradient as sample_loss_gradient,
 )
+from ._teacher_student import _unchecked_loss as teacher_student_loss
 
 __all__ = [
     "diagonal_loss",
@@ -24,4 +25,5 @@ __all__ = [
     "population_loss",
     "sample_loss",
     "sample_loss_gradient",
+    "teacher_student_loss",
 ]
