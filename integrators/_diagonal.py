@@ -26,6 +26,7 @@ from jaxtyping import Array, Float
 from theory import RESULTS, AbstractSolution, diffrax_stats, name_nonfinite
 from theory.checks import (
     check_finite,
+    check_flag,
     check_shape,
     check_solver_options,
     check_time_grid,
@@ -38,7 +39,9 @@ from theory.numerics import Rodas5P, diffeqsolve
 class DiagonalFlowSolution(AbstractSolution):
     """`diagonal_flow`'s solution at the saved times `ts` (rescaled clock t~).
 
-    - `loss` (T,): L(beta(t~)); `beta` (T, d): the regression vector; `dual` (T, d): S(t~).
+    - `loss` (T,): L(beta(t~)); with `save_trajectory=True`, `beta` (T, d): the regression
+      vector and `dual` (T, d): S(t~) (else `None`).
+    - `final_beta`, `final_dual` (d,): beta and S at `ts[-1]`.
     - `time_scale`: tau = log(1/alpha).
     - `result`, `stats`: diffrax's outcome and step counts.
     """
@@ -47,8 +50,10 @@ class DiagonalFlowSolution(AbstractSolution):
     stats: dict
     ts: Float[Array, " T"]
     loss: Float[Array, " T"]
-    beta: Float[Array, "T d"]
-    dual: Float[Array, "T d"]
+    beta: Float[Array, "T d"] | None
+    dual: Float[Array, "T d"] | None
+    final_beta: Float[Array, " d"]
+    final_dual: Float[Array, " d"]
     time_scale: Float[Array, ""]
 
 
@@ -67,6 +72,7 @@ def diagonal_flow(
     rtol: float = 1e-8,
     atol: float = 1e-8,
     max_steps: int = 100000,
+    save_trajectory: bool = False,
     solver: diffrax.AbstractAdaptiveSolver | None = None,
     throw: bool = False,
 ) -> DiagonalFlowSolution:
@@ -75,6 +81,7 @@ def diagonal_flow(
 
     `X` (n, d), `y` (n,): any real data. `ts` (T,): increasing save times from `ts[0]`
     (S = 0 there: the flow starts at the initialization at `ts[0]`). `rtol`, `atol`: on S;
+    `save_trajectory`: also save beta and S at every `ts` (T x d numbers);
     `solver`: default Rodas5P (L-stable, Woodbury linear solves). Jit-compiled and `jax.vmap`-able.
 
     One coordinate, y = 1: a logistic jump from loss 1/2 to 0 at t~ = 1/2 - log(1 + sqrt 2) /
@@ -82,7 +89,7 @@ def diagonal_flow(
 
     >>> X = jnp.ones((1, 1)); y = jnp.array([1.0])
     >>> sol = diagonal_flow(X, y, jnp.linspace(0.0, 1.0, 5), time_scale=50.0)
-    >>> bool(sol.ok), round(float(sol.beta[-1, 0]), 6), round(float(sol.loss[2]), 3)
+    >>> bool(sol.ok), round(float(sol.final_beta[0]), 6), round(float(sol.loss[2]), 3)
     (True, 1.0, 0.125)
     """
     X = inexact(X, name="X")
@@ -97,9 +104,10 @@ def diagonal_flow(
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
     ts = check_time_grid("ts", ts, dtype)
+    save_trajectory = check_flag("save_trajectory", save_trajectory)
     solver = Rodas5P(shifted_solve=_woodbury_solve) if solver is None else solver
     controller = diffrax.PIDController(rtol=rtol, atol=atol)
-    out = _solve(X, y, ts, tau, solver, controller, max_steps)
+    out = _solve(X, y, ts, tau, solver, controller, max_steps, save_trajectory)
     return out.raise_if_failed(throw)
 
 
@@ -133,11 +141,11 @@ def _field(t, S, args):
 
 
 @eqx.filter_jit
-def _solve(X, y, ts, tau, solver, controller, max_steps):
+def _solve(X, y, ts, tau, solver, controller, max_steps, save_trajectory):
     def save(t, S, args):
         beta = _beta_of_dual(S, tau)
         r = X @ beta - y
-        return 0.5 * jnp.mean(r * r), beta, S
+        return (0.5 * jnp.mean(r * r),) + ((beta, S) if save_trajectory else ())
 
     sol = diffeqsolve(
         diffrax.ODETerm(_field),
@@ -147,19 +155,21 @@ def _solve(X, y, ts, tau, solver, controller, max_steps):
         dt0=None,
         y0=jnp.zeros(X.shape[1], X.dtype),
         args=(X, y, tau),
-        saveat=diffrax.SaveAt(ts=ts, fn=save),
+        saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=save), diffrax.SubSaveAt(t1=True)]),
         stepsize_controller=controller,
         max_steps=max_steps,
         throw=False,
         grid_checked=True,
     )
-    loss, beta, S = sol.ys
+    saved, S1 = sol.ys
     return DiagonalFlowSolution(
-        result=name_nonfinite(RESULTS.promote(sol.result), loss, S),
+        result=name_nonfinite(RESULTS.promote(sol.result), saved[0], S1),
         stats=diffrax_stats(sol),
         ts=ts,
-        loss=loss,
-        beta=beta,
-        dual=S,
+        loss=saved[0],
+        beta=saved[1] if save_trajectory else None,
+        dual=saved[2] if save_trajectory else None,
+        final_beta=_beta_of_dual(S1[-1], tau),
+        final_dual=S1[-1],
         time_scale=tau,
     )

@@ -80,7 +80,7 @@ def test_jumps_converge_to_the_flow_at_rate_one_over_log_inverse_alpha():
         taus.append(tau)
     slope = np.polyfit(np.log(1.0 / np.array(taus)), np.log(errors), 1)[0]
     assert errors[-1] < 5e-3 and 0.8 < slope < 1.2, (errors, slope)
-    np.testing.assert_allclose(sol.beta[-1], pred.final_beta, atol=5e-3)
+    np.testing.assert_allclose(sol.final_beta, pred.final_beta, atol=5e-3)
 
 
 def test_first_jump_finite_alpha_correction():
