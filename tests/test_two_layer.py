@@ -114,7 +114,7 @@ def test_jit_and_vmap_over_models():
 def test_event_time_locator_stops_past_the_crossing():
     import optimistix as optx
 
-    from integrators._two_layer import _TimeIllinois
+    from integrators._illinois import _TimeIllinois
 
     def solve(f):
         sol = optx.root_find(

@@ -1,0 +1,192 @@
+"""The compiled programs of a sweep: the batch-size rule, the make/run programs with their
+argument checks collected, a chunk's computation, and the progress bar."""
+
+import math
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from theory.checks import check_positive_int, collect_checks
+
+from ._sweep_store import (
+    _flat_names,
+)
+
+
+def _l2_bytes() -> int:
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            if (index / "level").read_text().strip() == "2":
+                size = (index / "size").read_text().strip().upper()
+                mult = {"K": 1024, "M": 1024**2}.get(size[-1], 1)
+                return int(size.rstrip("KM")) * mult
+        except OSError:
+            continue
+    return 1024**2
+
+
+def pick_batch_size(bytes_per_seed: int, device=None, limit: int = 4096) -> int:
+    """The cache/memory rule: largest power of two b with b * bytes_per_seed <= budget, where
+    budget = L2 / 2 on CPU and device memory / 8 on accelerators.
+
+    >>> pick_batch_size(10**12), pick_batch_size(1, limit=64)
+    (1, 64)
+    """
+    bytes_per_seed = check_positive_int("bytes_per_seed", bytes_per_seed)
+    limit = check_positive_int("limit", limit)
+    device = jax.devices()[0] if device is None else device
+    if device.platform == "cpu":
+        budget = _l2_bytes() // 2
+    else:
+        stats = device.memory_stats() or {}
+        budget = stats.get("bytes_limit", 16 * 1024**3) // 8
+    b = max(1, budget // max(1, bytes_per_seed))
+    return int(min(limit, 2 ** int(math.log2(b))))
+
+
+class _Progress:
+    """A text progress bar on stderr. The ETA uses the chunks computed after the first one,
+    whose time includes compilation."""
+
+    def __init__(self, name: str, total: int, enabled: bool):
+        self.name, self.total, self.enabled = name, total, enabled
+        self.done = self.computed = 0
+        self.start = time.perf_counter()
+        self.first_computed = None
+
+    def update(self, computed: bool):
+        self.done += 1
+        self.computed += computed
+        now = time.perf_counter()
+        if computed and self.first_computed is None:
+            self.first_computed = now
+        if not self.enabled:
+            return
+        left = self.total - self.done
+        if self.computed >= 2:
+            eta = f"{(now - self.first_computed) / (self.computed - 1) * left:.1f} s"
+        else:
+            eta = "0.0 s" if left == 0 else "?"
+        width = 24
+        bar = "#" * round(width * self.done / self.total)
+        end = "\n" if left == 0 else ""
+        sys.stderr.write(
+            f"\r{self.name} [{bar:<{width}}] {self.done}/{self.total} chunks, "
+            f"{now - self.start:.1f} s, ETA {eta}   {end}"
+        )
+        sys.stderr.flush()
+
+
+class _Programs:
+    """The compiled make/run programs of one static configuration."""
+
+    def __init__(self, make, run, static: dict, mesh: Mesh, batch_size: int | None):
+        self.mesh = mesh
+
+        self.run_one = lambda inst, dyn: run(inst, **static, **dyn)
+        self.make_one = lambda key, dyn: make(key, **static, **dyn)
+        # the argument checks inside make and run are collected, not host callbacks: the
+        # programs stay cacheable, and a seed whose check failed fails its chunk by name
+        self.run_checked, self.run_messages = _collecting(self.run_one)
+        self.make_checked, self.make_messages = _collecting(self.make_one)
+        # `make` runs unsharded: XLA:CPU was seen to hang running LAPACK (the QR of
+        # `orthogonal_data`) on several host devices at once. Instances are cheap; they are
+        # then laid out over the mesh.
+        self.make = jax.jit(jax.vmap(self.make_checked, in_axes=(0, None)))
+        self.batch_size = batch_size
+        self.run = None
+
+    def prepare(self, instance_one, dyn) -> int:
+        """Fix the batch size (the cache rule, from one seed's compiled memory) and compile."""
+        shapes = jax.eval_shape(self.run_checked, instance_one, dyn)[0]
+        if not jax.tree_util.tree_leaves(shapes):
+            raise ValueError(
+                "the run function must return a pytree of arrays (one row per seed), got "
+                f"{shapes!r} with no arrays"
+            )
+        if self.batch_size is None:
+            compiled = jax.jit(self.run_checked).lower(instance_one, dyn).compile()
+            mem = compiled.memory_analysis()
+            per_seed = (
+                mem.temp_size_in_bytes + mem.argument_size_in_bytes + mem.output_size_in_bytes
+            )
+            self.batch_size = pick_batch_size(max(1, per_seed))
+        b = self.batch_size
+
+        def run_local(instances, dyn):
+            return jax.lax.map(lambda inst: self.run_checked(inst, dyn), instances, batch_size=b)
+
+        self.run = jax.jit(
+            jax.shard_map(
+                run_local,
+                mesh=self.mesh,
+                in_specs=(PartitionSpec("seed"), PartitionSpec()),
+                out_specs=PartitionSpec("seed"),
+                check_vma=False,
+            )
+        )
+        return b
+
+
+_PROGRAMS: dict[tuple, _Programs] = {}  # compiled programs, reused by later sweeps
+
+
+def _collecting(fn):
+    """`fn` returning (its output, the outcomes of the argument checks traced inside it), and
+    the checks' messages (filled when it is traced; `theory.checks.collect_checks`)."""
+    messages: list[str] = []
+
+    def wrapped(*args):
+        with collect_checks(*args) as found:
+            out = fn(*args)
+        found = found or [(jnp.asarray(True), "")]  # one entry: lax.map needs a nonempty axis
+        messages[:] = [message for _, message in found]
+        oks = jnp.stack([ok for ok, _ in found])
+        return out, oks
+
+    return wrapped, messages
+
+
+def _raise_failed_checks(oks, messages, lo: int, what: str) -> None:
+    """A ValueError naming the first failed check of the first seed (of `lo + i`) that failed."""
+    oks = np.asarray(oks).reshape(len(oks), -1)
+    bad = np.flatnonzero(~np.all(oks, axis=1))
+    if bad.size:
+        seed, check = int(bad[0]), int(np.flatnonzero(~oks[bad[0]])[0])
+        raise ValueError(
+            f"{messages[check]} (an argument check in `{what}` under jit, seed {lo + seed}; "
+            f"{bad.size} seed(s) of this chunk failed a check)"
+        )
+
+
+def _key_itself(key, **params):
+    """The default `make`: the instance is the seed's key."""
+    return key
+
+
+def _to_host(tree):
+    if jax.process_count() > 1:
+        tree = multihost_utils.process_allgather(tree, tiled=True)
+    return jax.tree_util.tree_map(np.asarray, tree)
+
+
+def _compute_chunk(prog: _Programs, key0, lo: int, size: int, real: int, dyn) -> dict:
+    """One chunk: seeds lo .. lo + size (padded past the real ones), sharded over devices."""
+    idx = np.arange(lo, lo + size)
+    keys = np.asarray(jax.vmap(lambda i: jax.random.fold_in(key0, i))(jnp.asarray(idx)))
+    sharding = NamedSharding(prog.mesh, PartitionSpec("seed"))
+    made, make_oks = prog.make(jnp.asarray(keys), dyn)
+    _raise_failed_checks(np.asarray(make_oks)[:real], prog.make_messages, lo, "make")
+    made = jax.tree_util.tree_map(np.asarray, made)
+    instances = jax.tree_util.tree_map(
+        lambda x: jax.make_array_from_callback(x.shape, sharding, lambda i: x[i]), made
+    )
+    outs, run_oks = _to_host(prog.run(instances, dyn))
+    _raise_failed_checks(run_oks[:real], prog.run_messages, lo, "run")
+    return {k: v[:real] for k, v in _flat_names(outs).items()}

@@ -1,0 +1,109 @@
+"""The files of a sweep's output folder: chunk files written atomically, the manifest, the
+checks that a loaded chunk belongs to this sweep."""
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+
+from ._fingerprint import digest
+
+
+def _flat_names(tree) -> dict[str, Any]:
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return {jax.tree_util.keystr(path).strip("[]'\"."): leaf for path, leaf in leaves}
+
+
+def _point_stamp(index: int, point: dict) -> str:
+    """What a chunk file is stamped with besides the fingerprint: its grid point."""
+    return f"{index}:{digest({k: point[k] for k in sorted(point)})}"
+
+
+def _fill(shape, dtype) -> np.ndarray:
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f" or dtype.kind == "c":
+        return np.full(shape, np.nan, dtype)
+    if dtype.kind == "b":
+        return np.zeros(shape, dtype)
+    return np.full(shape, -1, dtype)
+
+
+def _atomic_savez(path: Path, arrays: dict):
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
+        np.savez(f, **arrays)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _load_chunk(path: Path, stamps: dict, expected: dict):
+    """The chunk's arrays, or None when missing, partial, corrupt, or stamped for another
+    sweep, grid point or seed range."""
+    if not path.exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+        for key, value in stamps.items():
+            if np.asarray(data.pop(key)).tolist() != value:
+                return None
+        lo, hi = stamps["__seeds__"]
+        for name, (shape, dtype) in expected.items():
+            if data[name].shape != (hi - lo, *shape) or data[name].dtype != dtype:
+                return None
+        return {name: data[name] for name in expected}
+    except Exception:  # noqa: BLE001 - any unreadable file is recomputed, never merged
+        return None
+
+
+def _read_manifest(path: Path) -> dict | None:
+    """`sweep.json`, or None when it is missing or damaged (then it is rewritten)."""
+    try:
+        manifest = json.loads(path.read_text())
+        ok = (
+            isinstance(manifest, dict)
+            and isinstance(manifest.get("fingerprint"), str)
+            and isinstance(manifest.get("spec"), dict)
+            and isinstance(manifest.get("chunk_size"), int)
+            and manifest["chunk_size"] >= 1
+        )
+        return manifest if ok else None
+    except (OSError, ValueError):
+        return None
+
+
+def _write_json(path: Path, value: dict) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(value, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def _chunks(fingerprint: str, index: int, point: dict, seeds: int, chunk_size: int):
+    """The chunks of one grid point: `(lo, hi, stamps)`, the stamps a valid file must carry."""
+    stamp = _point_stamp(index, point)
+    for lo in range(0, seeds, chunk_size):
+        hi = min(seeds, lo + chunk_size)
+        yield lo, hi, {"__fingerprint__": fingerprint, "__point__": stamp, "__seeds__": [lo, hi]}
+
+
+def _chunk_path(out: Path, index: int, lo: int, hi: int) -> Path:
+    return out / "chunks" / f"p{index:03d}_s{lo:07d}-{hi:07d}.npz"
+
+
+def _agree_on_loading(data, path):
+    """With several processes, all follow process 0's decision to load or compute a chunk
+    (they take part in every computation together)."""
+    if jax.process_count() == 1:
+        return data
+    load = bool(multihost_utils.broadcast_one_to_all(np.array(data is not None)))
+    if load and data is None:
+        raise RuntimeError(
+            f"process 0 loaded {path} but process {jax.process_index()} cannot read it: "
+            "`out` must be a folder that every process can read"
+        )
+    return data if load else None

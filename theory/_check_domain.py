@@ -1,0 +1,197 @@
+"""The engine's argument checks for its models' own quantities (alpha, the time scale, +-1
+labels, the leaky slope, activations, label noise, solver options): `theory.checks`."""
+
+import jax.numpy as jnp
+import numpy as np
+
+from .checks import (
+    _real_numbers,
+    _shown,
+    _traced_check,
+    _xp,
+    check_positive,
+    check_positive_int,
+    check_shape,
+    check_value,
+    is_concrete,
+)
+
+# the activations themselves, and the even parts (sigma(z) + sigma(-z)) / 2 that the multi-index
+# paper's symmetric initialization makes its network compute (|z| is its own even part)
+EVEN_ACTIVATIONS = ("abs", "relu_even", "gelu_even", "swish_even")
+ACTIVATIONS = ("abs", "relu", "gelu", "swish", "relu_even", "gelu_even", "swish_even")
+
+
+def check_alpha(alpha, dtype):
+    """`alpha` must lie in (0, 1), and `alpha**2` (the scale of the first gradients) must not
+    underflow `dtype`: alpha = 1e-30 is fine in float64 and underflows float32. Returns alpha
+    (traced values are checked through `eqx.error_if`).
+
+    >>> check_alpha(0.5, jnp.float32)
+    0.5
+    >>> check_alpha(1e-30, jnp.float32)
+    Traceback (most recent call last):
+    ValueError: `alpha`=1e-30 underflows float32: alpha**2 = 1e-60 is below its smallest normal number 1.17549e-38. Enable float64 with `jax.config.update('jax_enable_x64', True)` and pass `dtype=jnp.float64`.
+    """  # noqa: E501
+    if isinstance(alpha, str | bool | np.bool_) or np.iscomplexobj(alpha):
+        raise ValueError(f"`alpha` must be a real number in (0, 1), got {alpha!r}")
+    if not is_concrete(alpha):
+        tiny = float(jnp.finfo(dtype).tiny)
+        a = jnp.asarray(alpha)
+        ok = (a > 0) & (a < 1) & (a * a >= tiny)
+        return _traced_check(a, ok, f"`alpha` must lie in (0, 1) with alpha**2 >= {tiny:g}")
+    a = float(np.asarray(alpha))
+    if not 0.0 < a < 1.0:
+        raise ValueError(f"`alpha` must lie in (0, 1), got {a}")
+    tiny = float(jnp.finfo(dtype).tiny)
+    if a * a < tiny:
+        raise ValueError(
+            f"`alpha`={a:g} underflows {jnp.dtype(dtype).name}: alpha**2 = {a * a:g} is below "
+            f"its smallest normal number {tiny:g}. Enable float64 with "
+            "`jax.config.update('jax_enable_x64', True)` and pass `dtype=jnp.float64`."
+        )
+    return alpha
+
+
+def check_time_scale(time_scale, dtype=None):
+    """The time scale tau (= log(1/alpha) in the saddle-to-saddle clock) must be finite and
+    > 0; returns it as an array of `dtype` (`ValueError` when concrete, `eqx.error_if` under
+    `jit`).
+
+    >>> float(check_time_scale(2.0))
+    2.0
+    >>> check_time_scale(-1.0)
+    Traceback (most recent call last):
+    ValueError: `time_scale` must be finite and > 0, got -1
+    """
+    # one clock per solve (vmap over seeds for several)
+    return jnp.asarray(check_positive("time_scale", time_scale, scalar=True), dtype)
+
+
+def check_orthonormal_rows(name: str, X, atol: float = 1e-6, hint: str = ""):
+    """Check that the rows of `X` (n, d) are orthonormal: X X^T = I_n to `atol`; returns `X`.
+
+    >>> X = check_orthonormal_rows("X", jnp.eye(2, 3))
+    """
+    n = jnp.shape(X)[0]
+    if n == 0:
+        raise ValueError(f"`{name}` must hold at least one row, got shape {jnp.shape(X)}")
+    gram = X @ X.T
+    err = jnp.max(jnp.abs(gram - jnp.eye(n, dtype=gram.dtype)))
+    given = f", got max |X X^T - I| = {_shown(err)}" if is_concrete(err) else ""
+    message = f"the rows of `{name}` must be orthonormal (X X^T = I to {atol:g}){given}{hint}"
+    return check_value(X, err <= atol, message)
+
+
+def check_representable(a, W) -> None:
+    """Refuse parameters whose first gradients underflow their dtype.
+
+    A neuron's gradient scales as |a_j| ||w_j||; in float32 a balanced init at alpha = 1e-30
+    has gradients of 1e-60, which are exactly 0, so nothing would ever move.
+
+    >>> check_representable(jnp.ones(2), jnp.ones((2, 3)))
+    """
+    if not (is_concrete(a) and is_concrete(W)):
+        return
+    size = np.abs(np.asarray(a, dtype=np.float64))
+    w = np.linalg.norm(np.asarray(W, dtype=np.float64), axis=-1)
+    product = size * w
+    tiny = float(jnp.finfo(jnp.asarray(a).dtype).tiny)
+    if np.all(product[product > 0] < tiny) and np.any(product > 0):
+        raise ValueError(
+            f"the parameters underflow {jnp.asarray(a).dtype}: every |a_j| ||w_j|| is below "
+            f"{tiny:g}, so every gradient is 0. Enable float64 "
+            "(`jax.config.update('jax_enable_x64', True)`)."
+        )
+
+
+def check_plus_minus_one(name: str, x):
+    """`x` must take values in {-1, +1} (labels of a two-class problem, second-layer signs);
+    returns `x`.
+
+    >>> y = check_plus_minus_one("y", jnp.array([1.0, -1.0]))
+    >>> check_plus_minus_one("y", jnp.array([1.0, 0.5]))
+    Traceback (most recent call last):
+    ValueError: `y` must take values in {-1, +1}, got 1 other value(s), e.g. 0.5
+    """
+    xp = _xp(x)
+    bad = xp.abs(xp.asarray(x)) != 1
+    ok = ~xp.any(bad)
+    given = ""
+    if is_concrete(bad) and not bool(ok):
+        first = np.asarray(x).ravel()[np.argmax(np.asarray(bad).ravel())]
+        given = f", got {int(np.sum(np.asarray(bad)))} other value(s), e.g. {first:g}"
+    return check_value(x, ok, f"`{name}` must take values in {{-1, +1}}{given}")
+
+
+def check_gamma(gamma):
+    """The leaky-ReLU slope: a number in (0, 1) (`ValueError`; `eqx.error_if` when traced).
+    Returns it.
+
+    >>> check_gamma(0.1)
+    0.1
+    >>> check_gamma(1.5)
+    Traceback (most recent call last):
+    ValueError: `gamma` must lie in (0, 1), got 1.5
+    """
+    if isinstance(gamma, bool | np.bool_):
+        raise ValueError(f"`gamma` must be a real number, got {gamma!r}")
+    _real_numbers("gamma", gamma)
+    check_shape("gamma", gamma, ())
+    xp = _xp(gamma)
+    v = xp.asarray(gamma)
+    return check_value(gamma, (v > 0) & (v < 1), f"`gamma` must lie in (0, 1), got {_shown(gamma)}")
+
+
+def check_activation(activation: str, expected: str | None = None, even: bool = False) -> None:
+    """One of `ACTIVATIONS` (of `EVEN_ACTIVATIONS` with `even=True`: the staircase
+    predictions hold for even activations only); with `expected`, that one (a net must use
+    its target's activation).
+
+    >>> check_activation("relu")
+    >>> check_activation("relu", even=True)
+    Traceback (most recent call last):
+    ValueError: `activation` must be one of ('abs', 'relu_even', 'gelu_even', 'swish_even'), got 'relu'
+    >>> check_activation("relu", expected="abs")
+    Traceback (most recent call last):
+    ValueError: the net's `activation` must be the target's 'abs', got 'relu'
+    """  # noqa: E501
+    allowed = EVEN_ACTIVATIONS if even else ACTIVATIONS
+    if activation not in allowed:
+        raise ValueError(f"`activation` must be one of {allowed}, got {activation!r}")
+    if expected is not None and activation != expected:
+        raise ValueError(
+            f"the net's `activation` must be the target's {expected!r}, got {activation!r}"
+        )
+
+
+def check_label_noise(label_noise):
+    """The probability of a flipped label: in [0, 1/2). Returns it.
+
+    >>> check_label_noise(np.float32(0.7))
+    Traceback (most recent call last):
+    ValueError: `label_noise` must lie in [0, 1/2), got 0.7
+    """
+    if isinstance(label_noise, bool | np.bool_):
+        raise ValueError(f"`label_noise` must be a real number, got {label_noise!r}")
+    _real_numbers("label_noise", label_noise)
+    xp = _xp(label_noise)
+    v = xp.asarray(label_noise)
+    ok = (v >= 0) & (v < 0.5)
+    return check_value(
+        label_noise, ok, f"`label_noise` must lie in [0, 1/2), got {_shown(label_noise)}"
+    )
+
+
+def check_solver_options(rtol, atol, max_steps) -> int:
+    """Tolerances of an adaptive solve: finite rtol > 0 and atol >= 0 (a negative rtol makes
+    every step look accurate, so a wrong answer would come back as a success), and a step
+    budget max_steps >= 1. Returns max_steps as an int.
+
+    >>> check_solver_options(-1e-7, 1e-7, 100)
+    Traceback (most recent call last):
+    ValueError: `rtol` must be finite and > 0, got -1e-07
+    """
+    check_positive("rtol", rtol, scalar=True)
+    check_positive("atol", atol, allow_zero=True, scalar=True)
+    return check_positive_int("max_steps", max_steps)
