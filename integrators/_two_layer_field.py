@@ -55,8 +55,8 @@ def _sliding_weights(r, frame):
     Each neuron's system is as large as its sliding set, rarely more than a few entries: the
     sets are gathered into the smallest of 1 x 1 (solved by a division), 4 x 4 and 16 x 16
     systems that holds the largest (the full n x n ones beyond), since this solve runs at
-    every field evaluation: with n = 48 samples in d = 24 dimensions neurons slide on 3 to
-    9 samples at once, and the full systems made the flow 5x slower."""
+    every field evaluation, and neurons typically slide on a few samples at once while the
+    full n x n systems would cost O(n^3) each time."""
     S = frame.mode == SLIDING
     n = r.shape[0]
 

@@ -282,11 +282,11 @@ def vanishing_flow(
     - `rtol`, `atol`: tolerances (exponents and directions are O(1), so they are relative to
       each neuron's size). `solver` default `Rodas5P` with the structured solve of the module
       docstring; any adaptive diffrax solver can be passed instead (`diffrax.Dopri5()` is
-      faster where the flow is hardly stiff: at n = 32, m = 45, about 2x at log(1/alpha)
-      <= 230, even at 2.3e3, and 6x slower at 2.3e4). `hold_live` (default True) holds each step's
-      live set fixed (**Kinks** above) around whichever solver runs; `False` gives the solver
-      the plain field, live where psi > 0 (with `solver=diffrax.Dopri5()`, the flow as it was
-      integrated before; the default Rodas5P refuses it). `stepsize_controller` default an I
+      faster where the flow is hardly stiff, at moderate log(1/alpha), and slower at large
+      log(1/alpha); `benchmarks.alpha_limit` measures both). `hold_live` (default True) holds
+      each step's live set fixed (**Kinks** above) around whichever solver runs; `False` gives
+      the solver the plain field, live where psi > 0 (with an explicit solver only; the
+      default Rodas5P refuses it). `stepsize_controller` default an I
       controller at `rtol`/`atol` for the default solver (diffrax's `PIDController`), and for
       a solver passed in the PI controller of `orthogonal_flow` (pcoeff 0.4, icoeff 0.3).
       `throw=True` raises where the solve fails.
