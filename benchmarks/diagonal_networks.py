@@ -10,6 +10,8 @@ Pesme and Flammarion, "Saddle-to-Saddle Dynamics in Diagonal Linear Networks", N
   largest relative error |t_flow / t_limit - 1|, and the slope of log(error) against
   log(1 / log(1/alpha)) fitted over alpha;
 - the first jump against its finite-alpha correction (`first_time_finite_alpha`);
+- the saddles: beta of the flow halfway between consecutive predicted jumps against the
+  predicted saddle beta^k;
 - the final beta of the flow against the limit, and the limit against the minimum-l1-norm
   interpolator (the LP min ||beta||_1 s.t. X beta = y, solved by scipy's HiGHS).
 
@@ -102,6 +104,12 @@ def one_setting(n: int, d: int, seeds: list[int], log10s) -> list[dict]:
             sol = jax.block_until_ready(diagonal_flow(X, y, ts, time_scale=tau))
             seconds = t()
             measured = crossings(ts, sol.loss, levels)
+            # the saddles: beta halfway between consecutive predicted jumps against beta^k
+            mids = np.asarray(pred.times[:k])
+            mids = np.append(0.5 * (mids[:-1] + mids[1:]), 1.3 * mids[-1])
+            at = diagonal_flow(X, y, jnp.asarray(np.concatenate([[0.0], mids])),
+                               time_scale=tau, save_trajectory=True)  # fmt: skip
+            saddle_err = float(jnp.abs(at.beta[1:] - pred.betas[:k]).max())
             err = np.abs(measured / np.asarray(pred.times[:k]) - 1.0)  # relative
             alpha_first = 10.0 ** (-log10) if log10 < 300 else None
             first_fin = (
@@ -115,6 +123,7 @@ def one_setting(n: int, d: int, seeds: list[int], log10s) -> list[dict]:
                     max_time_error=float(np.nanmax(err)), first_time_error=float(err[0]),
                     first_time_error_finite_alpha=first_fin,
                     final_beta_error=float(jnp.abs(sol.final_beta - pred.final_beta).max()),
+                    saddle_error=saddle_err,
                     limit_vs_min_l1=l1_gap, flow_seconds=seconds, prediction_seconds=pred_seconds,
                     steps=int(sol.stats["num_steps"]), missed_jumps=int(np.isnan(measured).sum()),
                 )
@@ -133,6 +142,7 @@ def one_setting(n: int, d: int, seeds: list[int], log10s) -> list[dict]:
                 median_jumps=float(np.median([r["jumps"] for r in per])),
                 median_max_time_error=float(np.median([r["max_time_error"] for r in per])),
                 max_final_beta_error=max(r["final_beta_error"] for r in per),
+                median_saddle_error=float(np.median([r["saddle_error"] for r in per])),
                 max_limit_vs_min_l1=max(r["limit_vs_min_l1"] for r in per),
                 median_flow_seconds=float(np.median([r["flow_seconds"] for r in per])),
             )
@@ -183,8 +193,8 @@ def run_benchmark(sizes=SIZES, seeds=8, seed=0, log10s=LOG10_INV_ALPHAS) -> dict
 def table(results: dict) -> str:
     lines = [
         "| n | d | log10(1/alpha) | ok | jumps | max rel. time err | slope | first err (fin.) | "
-        "beta err | limit - min-l1 | flow s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "saddle err | beta err | limit - min-l1 | flow s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results["rows"]:
         fin = [x["first_time_error_finite_alpha"] for x in r["per_seed"]]
@@ -193,13 +203,15 @@ def table(results: dict) -> str:
         lines.append(
             f"| {r['n']} | {r['d']} | {r['log10_inv_alpha']} | {r['ok']}/{r['seeds']} | "
             f"{r['median_jumps']:g} | {r['median_max_time_error']:.1e} | "
-            f"{r['fitted_slope']:.2f} | {first:.1e} ({fin}) | {r['max_final_beta_error']:.1e} | "
+            f"{r['fitted_slope']:.2f} | {first:.1e} ({fin}) | {r['median_saddle_error']:.1e} | "
+            f"{r['max_final_beta_error']:.1e} | "
             f"{r['max_limit_vs_min_l1']:.1e} | {r['median_flow_seconds']:.2f} |"
         )
     lines.append(
         "\nmedians over seeds; slope: log(error) against log(1/log(1/alpha)) per (n, d); "
         "first err: the first jump against the limit and (fin.) against the finite-alpha "
-        "correction; beta err: max |beta_flow(T) - beta_limit|; limit - min-l1: max over seeds"
+        "correction; saddle err: max_k |beta_flow - beta^k| halfway between jumps k and k + 1; "
+        "beta err: max |beta_flow(T) - beta_limit|; limit - min-l1: max over seeds"
     )
     return "\n".join(lines)
 

@@ -263,3 +263,30 @@ def test_saddles(tmp_path):
     ours = next(r for r in rows if r["method"] == 'critical_point(kind="minimum")')
     assert ours["ok"] and ours["morse_index"] == 0 and ours["params"] == 33
     assert "| P | method |" in stdout and (tmp_path / "sd" / "polish.png").exists()
+
+
+def test_diagonal_networks(tmp_path):
+    out = tmp_path / "dn"
+    stdout, results = run_quick("diagonal_networks", out)
+    assert "limit - min-l1" in stdout
+    rows = results["rows"]
+    assert all(r["ok"] == r["seeds"] for r in rows)
+    for size in {(r["n"], r["d"]) for r in rows}:
+        mine = sorted(
+            (r for r in rows if (r["n"], r["d"]) == size), key=lambda r: r["log10_inv_alpha"]
+        )
+        errors = [r["median_max_time_error"] for r in mine]
+        assert errors == sorted(errors, reverse=True)  # shrinking as alpha -> 0
+        assert mine[0]["max_limit_vs_min_l1"] < 1e-9
+    assert (out / "loss_curves.png").exists() and (out / "errors.png").exists()
+
+
+def test_teacher_student(tmp_path):
+    out = tmp_path / "ts"
+    stdout, results = run_quick("teacher_student", out)
+    assert "Morse index" in stdout
+    for r in results["rows"]:
+        assert r["ok"] and r["final_loss"] < 1e-4
+        for s in r["saddles"]:
+            assert s["loss"] >= 0 and s["morse_index"] >= 0
+    assert (out / "loss_curves.png").exists() and (out / "saddles.png").exists()

@@ -1,0 +1,73 @@
+"""The documentation: every table of measured figures matches the data it was generated from,
+every public name has an API entry, the README stays an entry point, and the site builds
+strictly."""
+
+import importlib.util
+import inspect
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import docs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_documented_tables_match_their_data():
+    assert docs.stale() == []
+    pages = {p.stem for p in (ROOT / "docs" / "results").glob("*.md")} - {"index"}
+    assert pages, "no generated result pages"
+    assert pages <= set(docs.BENCHMARKS)
+
+
+def test_a_hand_edited_table_is_caught(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "results").mkdir()
+    name = "saddles"
+    data = (ROOT / "docs" / "data" / f"{name}.json").read_text()
+    (tmp_path / "data" / f"{name}.json").write_text(data)
+    page = (ROOT / "docs" / "results" / f"{name}.md").read_text()
+    (tmp_path / "results" / f"{name}.md").write_text(page)
+    assert docs.stale(tmp_path) == []
+    (tmp_path / "results" / f"{name}.md").write_text(page.replace("|", "| ", 1))
+    assert len(docs.stale(tmp_path)) == 1
+
+
+def test_every_public_package_has_an_api_page():
+    pages = {p.read_text().split(":::")[1].strip() for p in (ROOT / "docs" / "api").glob("*.md")}
+    assert {"theory", "dynamics", "integrators", "theory.numerics", "theory.checks"} <= pages
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for page in (ROOT / "docs" / "api").glob("*.md"):
+        assert f"api/{page.name}" in nav
+
+
+def test_readme_is_an_entry_point():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 150
+    assert "pip install -e . && python -m benchmarks.jump_times" in text
+    assert "pip install -e '.[test]' && pytest" in text
+    listed = set(re.findall(r"^- `([a-z_]+)`", text, flags=re.M))
+    listed |= set(re.findall(r"`([a-z_]+)`", text))
+    benchmarks = {p.stem for p in (ROOT / "benchmarks").glob("*.py") if not p.stem.startswith("_")}
+    assert benchmarks <= listed, benchmarks - listed
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None, reason="pip install -e '.[docs]'")
+def test_site_builds_strictly(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    api = (tmp_path / "site" / "api" / "theory" / "index.html").read_text()
+    import theory
+
+    for name in theory.__all__ if hasattr(theory, "__all__") else dir(theory):
+        obj = getattr(theory, name)
+        if name.startswith("_") or inspect.ismodule(obj):
+            continue
+        assert f'id="theory.{name}"' in api, name
