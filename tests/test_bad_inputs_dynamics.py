@@ -17,6 +17,7 @@ X64, Y6 = jnp.ones((6, 4)), jnp.ones(6)
 TARGET = D.standard_target(2, 4)
 
 DIAG = D.DiagonalNet(jnp.ones(2), jnp.ones(2))
+TS_NET = D.TwoLayerNet(jnp.eye(2), jnp.ones(2))
 
 CASES = {
     "diagonal_init": [
@@ -45,6 +46,49 @@ CASES = {
         ),
         (lambda: D.diagonal_loss(DIAG, (jnp.eye(2), jnp.array([1.0, NAN]))), ValueError, "`y`"),
         (lambda: D.diagonal_loss(DIAG, (jnp.zeros((0, 2)), jnp.zeros(0))), ValueError, "sample"),
+    ],
+    "teacher_student_loss": [
+        (lambda: D.teacher_student_loss(NET2, TS_NET), ValueError, "TwoLayerNet"),
+        (
+            lambda: D.teacher_student_loss(TS_NET, D.TwoLayerNet(jnp.eye(3), jnp.ones(3))),
+            ValueError,
+            "teacher.W",
+        ),
+        (
+            lambda: D.teacher_student_loss(D.TwoLayerNet(jnp.eye(2), jnp.ones(3)), TS_NET),
+            ValueError,
+            "model.a",
+        ),
+        (
+            lambda: D.teacher_student_loss(
+                D.TwoLayerNet(jnp.eye(2), jnp.ones(2), jnp.ones(3)), TS_NET
+            ),
+            ValueError,
+            "model.b",
+        ),
+        (
+            lambda: D.teacher_student_loss(D.TwoLayerNet(jnp.eye(2) * NAN, jnp.ones(2)), TS_NET),
+            ValueError,
+            "model.W",
+        ),
+        (
+            lambda: D.teacher_student_loss(
+                D.TwoLayerNet(jnp.eye(2), jnp.ones(2), activation="swish2"), TS_NET
+            ),
+            ValueError,
+            "activation",
+        ),
+        (
+            lambda: D.teacher_student_loss(D.TwoLayerNet(jnp.zeros((0, 2)), jnp.ones(0)), TS_NET),
+            ValueError,
+            "unit",
+        ),
+        (lambda: D.teacher_student_loss(TS_NET, TS_NET, nodes=2), ValueError, "nodes"),
+        (lambda: D.teacher_student_loss(TS_NET, TS_NET, nodes=8.5), ValueError, "nodes"),
+    ],
+    "teacher_student_quadrature_error": [
+        (lambda: D.teacher_student_quadrature_error(TS_NET, NET2), ValueError, "TwoLayerNet"),
+        (lambda: D.teacher_student_quadrature_error(TS_NET, TS_NET, nodes=0), ValueError, "nodes"),
     ],
     "diagonal_units": [(lambda: D.diagonal_units(NET2), ValueError, "DiagonalNet")],
     "orthogonal_data": [
