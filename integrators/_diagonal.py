@@ -25,13 +25,11 @@ from jaxtyping import Array, Float
 
 from theory import RESULTS, AbstractSolution, diffrax_stats, name_nonfinite
 from theory.checks import (
-    check_finite,
     check_flag,
-    check_shape,
+    check_regression,
     check_solver_options,
     check_time_grid,
     check_time_scale,
-    inexact,
 )
 from theory.numerics import Rodas5P, diffeqsolve
 
@@ -92,15 +90,8 @@ def diagonal_flow(
     >>> bool(sol.ok), round(float(sol.final_beta[0]), 6), round(float(sol.loss[2]), 3)
     (True, 1.0, 0.125)
     """
-    X = inexact(X, name="X")
-    check_shape("X", X, (None, None))
-    n, d = X.shape
-    if n == 0 or d == 0:
-        raise ValueError(f"`X` must have at least one row and one column, got shape {X.shape}")
-    y = inexact(y, name="y")
-    check_shape("y", y, (n,))
-    dtype = jnp.result_type(X, y)
-    X, y = check_finite("X", X.astype(dtype)), check_finite("y", y.astype(dtype))
+    X, y = check_regression("X", X, "y", y)
+    dtype = X.dtype
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
     ts = check_time_grid("ts", ts, dtype)

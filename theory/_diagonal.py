@@ -55,7 +55,11 @@ from jaxtyping import Array, Bool, Float, Int
 
 from ._nnqp import nnqp
 from ._solution import RESULTS, AbstractSolution
-from .checks import check_finite, check_positive, check_positive_int, check_shape, inexact
+from .checks import (
+    check_positive,
+    check_positive_int,
+    check_regression,
+)
 
 
 class DiagonalJumpsSolution(AbstractSolution):
@@ -131,15 +135,8 @@ def diagonal_jumps(
     >>> bool(sol.ok), bool(sol.final_loss < 1e-30)
     (True, True)
     """
-    X = inexact(X, name="X")
-    check_shape("X", X, (None, None))
-    n, d = X.shape
-    if n == 0 or d == 0:
-        raise ValueError(f"`X` must have at least one row and one column, got shape {X.shape}")
-    y = inexact(y, name="y")
-    check_shape("y", y, (n,))
-    dtype = jnp.result_type(X, y)
-    X, y = check_finite("X", X.astype(dtype)), check_finite("y", y.astype(dtype))
+    X, y = check_regression("X", X, "y", y)
+    dtype, d = X.dtype, X.shape[1]
     max_jumps = 2 * d if max_jumps is None else check_positive_int("max_jumps", max_jumps)
     eps = float(jnp.finfo(dtype).eps)
     tol = 1e3 * eps if tol is None else check_positive("tol", tol, scalar=True)

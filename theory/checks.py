@@ -274,6 +274,25 @@ def check_data(data, name: str = "data"):
     return data[0], data[1]
 
 
+def check_regression(x_name: str, X, y_name: str, y):
+    """Regression data: `X` (n, d) with n, d >= 1 and `y` (n,), real and finite; returns both
+    in their common floating dtype.
+
+    >>> X, y = check_regression("X", jnp.eye(2), "y", jnp.array([1, 2]))
+    >>> y.dtype == X.dtype
+    True
+    """
+    X = inexact(X, name=x_name)
+    check_shape(x_name, X, (None, None))
+    n, d = X.shape
+    if n == 0 or d == 0:
+        raise ValueError(f"`{x_name}` must have at least one row and one column, got {X.shape}")
+    y = inexact(y, name=y_name)
+    check_shape(y_name, y, (n,))
+    dtype = jnp.result_type(X, y)
+    return check_finite(x_name, X.astype(dtype)), check_finite(y_name, y.astype(dtype))
+
+
 def check_flag(name: str, value) -> bool:
     """A switch: exactly True or False (not 0, 1 or a string); returns it.
 
