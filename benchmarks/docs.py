@@ -22,7 +22,7 @@ BENCHMARKS = {
     "teacher_student": "Gaussian teacher-student: population flow, plateaus and saddles",
     "saddles": "Critical points of any model: polishing and Morse indices",
 }
-DROP = ("curves", "curve", "_")  # plot data: not needed by the tables
+DROP = ("curves", "curve", "directions", "signs", "y")  # plot and instance data
 ROOT = Path(__file__).resolve().parent.parent / "docs"
 
 
@@ -37,6 +37,8 @@ def _slim(value):
 def render(name: str, data: dict) -> str:
     """The page of one benchmark: its title, where the data came from, and its table."""
     table = importlib.import_module(f"benchmarks.{name}").table(data)
+    if not table.lstrip().startswith("|"):  # a fixed-width text table
+        table = f"```text\n{table}\n```"
     env = data.get("environment", {})
     where = ", ".join(f"{k} {v}" for k, v in env.items() if isinstance(v, str | int | float))
     return (
@@ -67,6 +69,8 @@ def stale(root: Path = ROOT) -> list[str]:
     """The documented tables that differ from what their data renders (or lack their data)."""
     bad = []
     for page in sorted((root / "results").glob("*.md")):
+        if page.stem == "index":
+            continue
         data = root / "data" / f"{page.stem}.json"
         if page.stem not in BENCHMARKS or not data.exists():
             bad.append(f"{page}: no data file {data}")
