@@ -93,6 +93,7 @@ def test_exact_match_has_zero_loss_and_finite_zero_gradient(activation):
     assert max(float(jnp.abs(g).max()) for g in leaves) < 1e-8
 
 
+@pytest.mark.slow
 def test_gradient_matches_finite_differences_and_fixed_second_layer():
     student, teacher = _pair("relu", True)
     grad = jax.grad(teacher_student_loss)(student, teacher)
