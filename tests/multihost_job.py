@@ -2,7 +2,7 @@
 
 python tests/multihost_job.py PORT PROCESS_ID OUT RESULT.npz [--steps N]
 
-The README's multi-host recipe on localhost: JAX's own multi-process model with a local
+The multi-host recipe of docs/sweeps.md on localhost: JAX's own multi-process model with a local
 coordinator and CPU collectives over gloo; every process runs this same script.
 """
 
