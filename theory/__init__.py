@@ -19,6 +19,12 @@ from ._diagonal import (
     DiagonalJumpsSolution as DiagonalJumpsSolution,
     diagonal_jumps as diagonal_jumps,
 )
+from ._equilibria import (
+    StageEquilibria as StageEquilibria,
+    mass_equilibrium as mass_equilibrium,
+    stage_equilibria as stage_equilibria,
+    weight_decay_plateaus as weight_decay_plateaus,
+)
 from ._hermite import (
     HermiteEnergies as HermiteEnergies,
     activation_function as activation_function,
@@ -58,8 +64,10 @@ from ._regimes import (
     transition_lower_bound as transition_lower_bound,
 )
 from ._saddle import (
-    SaddleJumpsSolution as SaddleJumpsSolution,
     saddle_jumps as saddle_jumps,
+)
+from ._saddle_solution import (
+    SaddleJumpsSolution as SaddleJumpsSolution,
 )
 from ._solution import (
     RESULTS as RESULTS,
@@ -78,16 +86,12 @@ from ._stages import (
 )
 from ._staircase import (
     ODESolution as ODESolution,
-    StageEquilibria as StageEquilibria,
     initial_alignment as initial_alignment,
     lotka_volterra as lotka_volterra,
-    mass_equilibrium as mass_equilibrium,
     mass_ode as mass_ode,
     mass_ratio as mass_ratio,
-    stage_equilibria as stage_equilibria,
     tensor_power as tensor_power,
     typical_alignment as typical_alignment,
-    weight_decay_plateaus as weight_decay_plateaus,
 )
 from .checks import ACTIVATIONS as ACTIVATIONS, EVEN_ACTIVATIONS as EVEN_ACTIVATIONS
 

@@ -14,7 +14,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._saddle import SaddleJumpsSolution, _crossings
+from ._saddle import (
+    _crossings,
+)
+from ._saddle_solution import (
+    SaddleJumpsSolution,
+)
 from .checks import (
     _real_numbers,
     check_finite,

@@ -13,12 +13,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._equilibria import (
+    stage_equilibria,
+)
 from ._hermite import hermite_coefficients
 from ._solution import RESULTS, AbstractSolution, Readable
 from ._staircase import (
     lotka_volterra,
     mass_ratio,
-    stage_equilibria,
     tensor_power,
     typical_alignment,
 )
