@@ -36,6 +36,8 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from scipy.integrate import solve_ivp
 
+from dynamics import DiagonalNet, diagonal_units
+from dynamics.unchecked import diagonal_loss
 from integrators import gradient_flow, neuron_units
 from theory import loss_plateaus
 from theory.numerics import diffeqsolve
@@ -51,19 +53,6 @@ from ._common import (
     save_figure,
     write_results,
 )
-
-
-class Diagonal(eqx.Module):
-    """A diagonal linear network, beta = u * u - v * v."""
-
-    u: jax.Array
-    v: jax.Array
-
-
-def diagonal_loss(model, data):
-    X, y = data
-    r = X @ (model.u * model.u - model.v * model.v) - y
-    return 0.5 * jnp.mean(r * r)
 
 
 def mse(model, data):
@@ -191,10 +180,10 @@ def diagonal_case(alpha, key):
     y = X @ jnp.zeros(40).at[:3].set(jnp.array([1.0, -2.0, 0.5]))
     ts = np.linspace(0.0, 3.0, 301)
     tau = float(np.log(1 / alpha))
-    model = Diagonal(jnp.full(40, alpha), jnp.full(40, alpha))
+    model = DiagonalNet(jnp.full(40, alpha), jnp.full(40, alpha))
     ref = diagonal_reference(X, y, alpha, ts)
     common = dict(model=model, loss=diagonal_loss, ts=jnp.asarray(ts), args=(X, y), time_scale=tau)
-    units = Diagonal(jnp.arange(40), jnp.arange(40, 80))
+    units = diagonal_units(model)
     rows = [
         flow_row("diagonal", alpha, "default", ref, **common),
         flow_row("diagonal", alpha, "units", ref, units=units, **common),
