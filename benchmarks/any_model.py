@@ -335,15 +335,24 @@ def main(argv=None):
             "environment": environment(),
         },
     )
-    head = ("case", "alpha", "method", "ok", "steps", "seconds", "max rel err")
-    print("{:>9} {:>8} {:>10} {:>5} {:>8} {:>9} {:>11}".format(*head))
-    for r in rows:
-        print(
-            f"{r['case']:>9} {r['alpha']:8.0e} {r['method']:>10} {r['ok']!s:>5} {r['steps']:>8} "
-            f"{r['wall_seconds']:9.3f} {r['max_rel_error']:11.2e}"
-        )
+    print(table({"rows": rows}))
     log(f"wrote {path}")
     return rows
+
+
+def table(results: dict) -> str:
+    """One row per (case, alpha, method): ok, steps, wall seconds, max relative loss error
+    against the case's reference."""
+    lines = [
+        "| case | alpha | method | ok | steps | seconds | max rel err |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results["rows"]:
+        lines.append(
+            f"| {r['case']} | {r['alpha']:.0e} | {r['method']} | {r['ok']} | {r['steps']} | "
+            f"{r['wall_seconds']:.3f} | {r['max_rel_error']:.2e} |"
+        )
+    return "\n".join(lines)
 
 
 def _plot(ax, ts, ref, rows, title):

@@ -21,6 +21,9 @@ BENCHMARKS = {
     "diagonal_networks": "Diagonal linear networks: the jump process against the exact flow",
     "teacher_student": "Gaussian teacher-student: population flow, plateaus and saddles",
     "saddles": "Critical points of any model: polishing and Morse indices",
+    "any_model": "Any Equinox model: the generic flow against references",
+    "two_layer_vs_gd": "Two-layer flow on Gaussian inputs against gradient descent",
+    "max_margin": "Max-margin directions: GD against the limit, and the regime map",
 }
 DROP = ("curves", "curve", "directions", "signs", "y")  # plot and instance data
 ROOT = Path(__file__).resolve().parent.parent / "docs"
