@@ -347,10 +347,14 @@ def table(results: dict) -> str:
         "| case | alpha | method | ok | steps | seconds | max rel err |",
         "|---|---|---|---|---|---|---|",
     ]
+
+    def num(v, spec):
+        return "-" if v is None or v != v else format(v, spec)  # no reference: None or nan
+
     for r in results["rows"]:
         lines.append(
-            f"| {r['case']} | {r['alpha']:.0e} | {r['method']} | {r['ok']} | {r['steps']} | "
-            f"{r['wall_seconds']:.3f} | {r['max_rel_error']:.2e} |"
+            f"| {r['case']} | {num(r['alpha'], '.0e')} | {r['method']} | {r['ok']} | "
+            f"{r['steps']} | {num(r['wall_seconds'], '.3f')} | {num(r['max_rel_error'], '.2e')} |"
         )
     return "\n".join(lines)
 
