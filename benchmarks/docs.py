@@ -24,6 +24,7 @@ BENCHMARKS = {
     "any_model": "Any Equinox model: the generic flow against references",
     "two_layer_vs_gd": "Two-layer flow on Gaussian inputs against gradient descent",
     "max_margin": "Max-margin directions: GD against the limit, and the regime map",
+    "phase_transition": "The weak/strong-signal transition: closed form, Monte Carlo, bounds",
 }
 DROP = ("curves", "curve", "directions", "signs", "y")  # plot and instance data
 ROOT = Path(__file__).resolve().parent.parent / "docs"
