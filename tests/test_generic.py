@@ -6,7 +6,9 @@ import pytest
 from helpers import relu_mlp_problem
 from jax.flatten_util import ravel_pytree
 
-from benchmarks.any_model import Diagonal, diagonal_loss, diagonal_reference
+from benchmarks.any_model import diagonal_reference
+from dynamics import DiagonalNet as Diagonal
+from dynamics.unchecked import diagonal_loss
 from integrators import gradient_flow
 from theory import RESULTS
 
