@@ -18,6 +18,8 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
         ("max_margin.py", "1 - cos(W_t, W*)"),
         ("staircase.py", "predicted plateaus"),
         ("saddle_hessians.py", "equals Algorithm 1's rate"),
+        ("diagonal_networks.py", "alpha = 1e-1000: max relative jump-time error"),
+        ("teacher_student.py", "saddle of the first plateau"),
     ],
 )
 def test_example_runs(name, expected):
