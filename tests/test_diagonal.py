@@ -85,6 +85,7 @@ def test_jumps_converge_to_the_flow_at_rate_one_over_log_inverse_alpha():
     np.testing.assert_allclose(sol.final_beta, pred.final_beta, atol=5e-3)
 
 
+@pytest.mark.slow
 def test_first_jump_finite_alpha_correction():
     X, y = _sparse_problem()
     pred = diagonal_jumps(X, y)
