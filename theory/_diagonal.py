@@ -53,7 +53,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
-from ._nnqp import nnqp
+from ._nnqp import _nnqp
 from ._solution import RESULTS, AbstractSolution
 from .checks import (
     check_positive,
@@ -162,7 +162,7 @@ def _jumps(X, y, max_jumps: int, tol):
         mask = active[:, None] & active[None, :]
         Ga = jnp.where(mask, Gs, jnp.eye(d, dtype=G.dtype))
         ba = jnp.where(active, signs * r, 0.0)
-        sol = nnqp(Ga, ba, tol=grad_tol, max_steps=10 * d + 10)
+        sol = _nnqp(Ga, ba, grad_tol, 10 * d + 10)
         z = jnp.where(active, sol.lam, 0.0)
         return signs * z, sol.ok, sol.stats["num_steps"]
 

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
-from ._nnqp import nnqp
+from ._nnqp import _nnqp
 from ._solution import RESULTS, AbstractSolution
 from .checks import (
     check_finite,
@@ -145,7 +145,7 @@ def _kkt(W, X, y, a, gamma, kink_tol, rounds):
         G = K * ((a[:, None] ** 2 * c).T @ c)
         b = y * jnp.sum(a[:, None] * c * P, axis=0)
         scale = jnp.maximum(jnp.max(jnp.diagonal(G)), jnp.finfo(G.dtype).tiny)
-        qp = nnqp(G, b, tol=1e3 * jnp.finfo(G.dtype).eps * scale, max_steps=10 * b.shape[0])
+        qp = _nnqp(G, b, 1e3 * jnp.finfo(G.dtype).eps * scale, 10 * b.shape[0])
         return jnp.where(jnp.isfinite(qp.lam), qp.lam, 0.0), qp.stats["num_steps"]
 
     def fit_slopes(c, lam):

@@ -31,7 +31,7 @@ from jax.scipy.special import betainc
 from jax.scipy.stats import norm as _normal
 from jaxtyping import Array, Bool, Float
 
-from ._nnqp import nnqp
+from ._nnqp import _nnqp
 from ._scaling import binary_exponent, times_power_of_two
 from ._solution import RESULTS, AbstractSolution
 from .checks import (
@@ -165,7 +165,7 @@ def max_margin(
     if pattern is not None and jnp.asarray(pattern).dtype != bool:
         raise ValueError(f"`pattern` must be boolean, got {jnp.asarray(pattern).dtype}")
     if tol is not None:
-        check_positive("tol", tol)
+        tol = check_positive("tol", tol, scalar=True)
     if pattern is None:
         pattern = (a[:, None] * y[None, :]) > 0
     return _max_margin(X, y, a, jnp.asarray(gamma, X.dtype), pattern, tol).raise_if_failed(throw)
@@ -189,19 +189,14 @@ def _max_margin(X, y, a, gamma, pattern, tol):
     scale = jnp.where(scale > 0, scale, 1.0)
     eps = jnp.finfo(X.dtype).eps
     tol = 1e3 * eps * scale if tol is None else tol
-    qp = nnqp(G, jnp.ones((n,), X.dtype), tol=tol, max_steps=10 * n)
+    qp = _nnqp(G, jnp.ones((n,), X.dtype), tol, 10 * n)
     lam, it = qp.lam, qp.stats["num_steps"]
     finite = jnp.all(jnp.isfinite(lam)) & (jnp.max(jnp.abs(lam)) < 1e12 / scale)
     # Farkas: the margins are infeasible iff some lam >= 0, lam != 0 has G lam = 0 (then
     # sum_i lam_i z_i = 0 for the lifted features z_i, and no W has every <W, z_i> >= 1).
     # Where the active set breaks down on a singular G, the dual regularized by delta I
     # finds such a lam: it stays bounded for feasible data and grows like 1 / delta otherwise.
-    reg = nnqp(
-        G + 1e-12 * scale * jnp.eye(n, dtype=G.dtype),
-        jnp.ones((n,), X.dtype),
-        tol=tol,
-        max_steps=10 * n,
-    )
+    reg = _nnqp(G + 1e-12 * scale * jnp.eye(n, dtype=G.dtype), jnp.ones((n,), X.dtype), tol, 10 * n)
     lam_r = jnp.where(jnp.isfinite(reg.lam), reg.lam, 0.0)
     total = jnp.sum(lam_r)
     farkas = (total > 0) & (jnp.max(jnp.abs(G @ lam_r)) <= 1e-8 * scale * total)

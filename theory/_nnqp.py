@@ -77,6 +77,14 @@ def nnqp(G, b, *, tol, max_steps: int, throw: bool = False) -> NNQPSolution:
     G = _check_psd(G)
     max_steps = check_positive_int("max_steps", max_steps)
     tol = check_positive("tol", tol, scalar=True)
+    return _nnqp(G, b, tol, max_steps).raise_if_failed(throw)
+
+
+def _nnqp(G, b, tol, max_steps: int) -> NNQPSolution:
+    """`nnqp` without its argument checks, for the engine's own programs whose G is a Gram
+    matrix (positive semidefinite by construction, finite) and whose `tol` is > 0: the PSD
+    check would cost a Cholesky factorization, and a host callback under jit, per call
+    (`max_margin` twice, `kkt_residual` and `diagonal_jumps` once per round or jump)."""
     lam, passive, it = _active_set(G, b, tol, max_steps)
     w = b - G @ lam
     finite = jnp.all(jnp.isfinite(lam))
@@ -86,8 +94,7 @@ def nnqp(G, b, *, tol, max_steps: int, throw: bool = False) -> NNQPSolution:
         RESULTS.where(done, RESULTS.successful, RESULTS.max_steps_reached),
         RESULTS.nonfinite,
     )
-    out = NNQPSolution(lam=lam, passive=passive, result=result, stats={"num_steps": it})
-    return out.raise_if_failed(throw)
+    return NNQPSolution(lam=lam, passive=passive, result=result, stats={"num_steps": it})
 
 
 def _check_psd(G):
