@@ -27,7 +27,7 @@ import scipy.optimize
 from benchmarks._common import Timer, enable_float64, log, parser, pyplot, save_figure
 from benchmarks._driver import finish, header
 from integrators import diagonal_flow
-from theory import diagonal_jumps
+from theory import crossing_times, diagonal_jumps
 
 SIZES = ((20, 40), (20, 200), (50, 100), (50, 500), (100, 200), (100, 1000))
 LOG10_INV_ALPHAS = (5, 10, 30, 100, 1000, 10000)
@@ -54,25 +54,6 @@ def min_l1(X, y) -> np.ndarray:
     if res.status != 0:
         raise RuntimeError(f"the min-l1 LP failed: {res.message}")
     return res.x[:d] - res.x[d:]
-
-
-def crossings(ts, loss, levels) -> np.ndarray:
-    """The first time `loss` falls below the midpoint of each consecutive pair of `levels`
-    (linear interpolation between saved points; nan where it never does)."""
-    ts, loss = np.asarray(ts), np.asarray(loss)
-    out = []
-    for a, b in zip(levels[:-1], levels[1:], strict=True):
-        mid = 0.5 * (a + b)
-        below = loss < mid
-        if not below.any():
-            out.append(np.nan)
-            continue
-        i = int(np.argmax(below))
-        if i == 0:
-            out.append(ts[0])
-            continue
-        out.append(ts[i - 1] + (mid - loss[i - 1]) / (loss[i] - loss[i - 1]) * (ts[i] - ts[i - 1]))
-    return np.array(out)
 
 
 def time_grid(times) -> jnp.ndarray:
@@ -103,7 +84,7 @@ def one_setting(n: int, d: int, seeds: list[int], log10s) -> list[dict]:
             t = Timer()
             sol = jax.block_until_ready(diagonal_flow(X, y, ts, time_scale=tau))
             seconds = t()
-            measured = crossings(ts, sol.loss, levels)
+            measured = np.asarray(crossing_times(ts, sol.loss, pred))[:k]
             # the saddles: beta halfway between consecutive predicted jumps against beta^k
             mids = np.asarray(pred.times[:k])
             mids = np.append(0.5 * (mids[:-1] + mids[1:]), 1.3 * mids[-1])

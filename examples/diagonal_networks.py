@@ -15,7 +15,7 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 from integrators import diagonal_flow  # noqa: E402
-from theory import diagonal_jumps  # noqa: E402
+from theory import crossing_times, diagonal_jumps  # noqa: E402
 
 n, d = 20, 60
 X = jax.random.normal(jax.random.PRNGKey(0), (n, d))
@@ -27,16 +27,11 @@ print(f"{k} jumps at t = {np.round(np.asarray(pred.times[:k]), 4).tolist()} (t /
 print(f"final saddle: l1 norm {float(pred.l1_norm):.6f}, loss {float(pred.final_loss):.1e}")
 
 ts = jnp.linspace(0.0, 1.3 * float(pred.times[k - 1]), 4001)
-levels = np.concatenate([[float(pred.initial_loss)], np.asarray(pred.losses[:k])])
 for log10 in (30, 1000):
     sol = diagonal_flow(X, y, ts, time_scale=log10 * np.log(10.0))
     assert bool(sol.ok), sol.result
-    loss = np.asarray(sol.loss)
-    measured = [
-        ts[int(np.argmax(loss < 0.5 * (a + b)))]
-        for a, b in zip(levels[:-1], levels[1:], strict=True)
-    ]
-    error = np.max(np.abs(np.asarray(measured) / np.asarray(pred.times[:k]) - 1.0))
+    measured = crossing_times(ts, sol.loss, pred)[:k]  # midpoints between the plateaus
+    error = float(jnp.max(jnp.abs(measured / pred.times[:k] - 1.0)))
     beta_error = float(jnp.max(jnp.abs(sol.final_beta - pred.final_beta)))
     print(
         f"alpha = 1e-{log10}: max relative jump-time error {error:.1e}, "

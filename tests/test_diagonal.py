@@ -9,7 +9,7 @@ import scipy.optimize
 
 from dynamics import DiagonalNet, diagonal_init, diagonal_loss, diagonal_units, unchecked
 from integrators import diagonal_flow, gradient_flow
-from theory import RESULTS, diagonal_jumps
+from theory import RESULTS, crossing_times, diagonal_jumps
 
 
 def _sparse_problem(n=12, d=36, seed=0):
@@ -25,19 +25,6 @@ def _min_l1(X, y):
         np.ones(2 * d), A_eq=np.hstack([X, -X]), b_eq=y, bounds=(0, None), method="highs"
     )
     return res.x[:d] - res.x[d:]
-
-
-def _midpoint_crossings(ts, loss, pred):
-    """The first time the loss falls below the midpoint of each predicted pair of plateaus."""
-    k = int(pred.num_jumps)
-    levels = np.concatenate([[float(pred.initial_loss)], np.asarray(pred.losses[:k])])
-    ts, loss = np.asarray(ts), np.asarray(loss)
-    out = []
-    for j in range(k):
-        mid = 0.5 * (levels[j] + levels[j + 1])
-        i = int(np.argmax(loss < mid))
-        out.append(ts[i - 1] + (mid - loss[i - 1]) / (loss[i] - loss[i - 1]) * (ts[i] - ts[i - 1]))
-    return np.array(out)
 
 
 def test_orthogonal_coordinates_jump_once_each_in_order():
@@ -78,7 +65,9 @@ def test_jumps_converge_to_the_flow_at_rate_one_over_log_inverse_alpha():
         tau = log10 * np.log(10.0)
         sol = diagonal_flow(X, y, ts, time_scale=tau)
         assert sol.ok
-        errors.append(np.abs(_midpoint_crossings(ts, sol.loss, pred) - pred.times[:k]).max())
+        errors.append(
+            np.abs(np.asarray(crossing_times(ts, sol.loss, pred))[:k] - pred.times[:k]).max()
+        )
         taus.append(tau)
     slope = np.polyfit(np.log(1.0 / np.array(taus)), np.log(errors), 1)[0]
     assert errors[-1] < 5e-3 and 0.8 < slope < 1.2, (errors, slope)
@@ -93,7 +82,7 @@ def test_first_jump_finite_alpha_correction():
     ts = jnp.linspace(0.0, 1.2 * t1, 2001)
     for alpha in (1e-4, 1e-12):
         sol = diagonal_flow(X, y, ts, time_scale=-np.log(alpha))
-        measured = _midpoint_crossings(ts, sol.loss, pred)[0]
+        measured = float(crossing_times(ts, sol.loss, pred)[0])
         limit_error = abs(measured - t1)
         corrected_error = abs(measured - float(pred.first_time_finite_alpha(alpha)))
         assert corrected_error < 2e-4 and corrected_error < limit_error / 20

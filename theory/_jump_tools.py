@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._diagonal import DiagonalJumpsSolution
 from ._saddle import (
     _crossings,
 )
@@ -23,6 +24,7 @@ from ._saddle_solution import (
 from .checks import (
     _real_numbers,
     check_finite,
+    check_model,
     check_positive,
     check_positive_int,
     check_shape,
@@ -109,9 +111,12 @@ def coverage_width(n, delta=1e-4):
 
 
 def crossing_times(
-    ts: Float[Array, " T"], loss: Float[Array, " T"], prediction: SaddleJumpsSolution
+    ts: Float[Array, " T"],
+    loss: Float[Array, " T"],
+    prediction: SaddleJumpsSolution | DiagonalJumpsSolution,
 ) -> Float[Array, " K"]:
-    """Measured jump times of a simulated loss curve, matched to a `SaddleJumpsSolution` prediction.
+    """Measured jump times of a simulated loss curve, matched to a predicted jump process
+    (`saddle_jumps`' or `diagonal_jumps`').
 
     Jump k is measured as the first time at which `loss` falls below the midpoint between the
     predicted plateaus k-1 and k (plateau 0 = mean(y^2)/2), interpolated linearly in log-loss
@@ -137,6 +142,11 @@ def crossing_times(
 
 @jax.jit
 def _crossing_times(ts, loss, prediction):
+    if isinstance(prediction, DiagonalJumpsSolution):  # its rows past the last jump repeat
+        real = jnp.arange(prediction.losses.shape[0]) < prediction.num_jumps
+        plateaus = jnp.where(real, prediction.losses, jnp.nan)
+        return _crossings(ts, loss, prediction.initial_loss, plateaus)
+    check_model("prediction", prediction, SaddleJumpsSolution)
     return _crossings(ts, loss, prediction.initial_plateau, prediction.plateaus)
 
 
