@@ -175,6 +175,7 @@ def population_loss(model: MeanFieldNet, target: MultiIndexTarget) -> Float[Arra
     return _population_loss(check_finite("model.W", model.W), target)
 
 
+@eqx.filter_jit  # one program per call shape, not one per eager operation
 def _population_loss(W, target):
     """`population_loss` of the weights W, without the checks (for a flow's field)."""
     k = dual_kernel(target.activation)
@@ -193,8 +194,12 @@ def population_distance(model1: MeanFieldNet, model2: MeanFieldNet) -> Float[Arr
     0.0
     """
     check_activation(model2.activation, expected=model1.activation)
-    k = dual_kernel(model1.activation)
-    W1, W2 = model1.W, model2.W
+    return _population_distance(model1.W, model2.W, model1.activation)
+
+
+@eqx.filter_jit
+def _population_distance(W1, W2, activation):
+    k = dual_kernel(activation)
     return 0.5 * (_cross(W1, W1, k) - 2.0 * _cross(W1, W2, k) + _cross(W2, W2, k))
 
 
@@ -219,13 +224,18 @@ def symmetrize(model: MeanFieldNet, r: int, *, key: PRNGKeyArray, num: int) -> M
     if r > d:
         raise ValueError(f"`r` must be <= d = {d}, got {r}")
     num = check_positive_int("num", num)
-    ks, kp = jax.random.split(check_key(key))
+    return MeanFieldNet(_symmetrized_rows(W, r, check_key(key), num), model.activation)
+
+
+@eqx.filter_jit
+def _symmetrized_rows(W, r, key, num):
+    m, d = W.shape
+    ks, kp = jax.random.split(key)
     signs = jax.random.rademacher(ks, (num, d), W.dtype)
     perms = jax.vmap(
         lambda k: jnp.concatenate([jnp.arange(r), r + jax.random.permutation(k, d - r)])
     )(jax.random.split(kp, num))
-    rows = jax.vmap(lambda s, p: (W * s[None, :])[:, p])(signs, perms).reshape(num * m, d)
-    return MeanFieldNet(rows, model.activation)
+    return jax.vmap(lambda s, p: (W * s[None, :])[:, p])(signs, perms).reshape(num * m, d)
 
 
 class LossDecomposition(Readable):
@@ -281,6 +291,7 @@ def sample_loss(
     return _sample_loss(MeanFieldNet(W, model.activation), X, y, batch_size)
 
 
+@eqx.filter_jit  # one program per call shape, not one per eager operation
 def _sample_loss(model, X, y, batch_size):
     """`sample_loss` without the checks (for a flow's field)."""
 
@@ -343,6 +354,7 @@ def sample_loss_gradient(
     return _sample_loss_gradient(MeanFieldNet(W, model.activation), X, y, batch_size)
 
 
+@eqx.filter_jit  # one program per call shape, not one per eager operation
 def _sample_loss_gradient(model, X, y, batch_size):
     """`sample_loss_gradient` without the checks (for a flow's field)."""
     W = model.W
@@ -396,6 +408,11 @@ def observables(model: MeanFieldNet, target: MultiIndexTarget) -> Observables:
     check_activation(model.activation, expected=target.activation)
     W = check_finite("model.W", model.W)
     check_shape("model.W", W, (None, target.directions.shape[1]))
+    return _observables(W, target)
+
+
+@eqx.filter_jit
+def _observables(W, target):
     r = target.rank
     d = W.shape[1]
     rel = W @ target.directions.T  # (m, r)

@@ -201,6 +201,7 @@ def _kernel_matrix(net1: TwoLayerNet, net2: TwoLayerNet, nodes: int):
     return jax.vmap(inner, in_axes=(0, 0, None, None))(net1.W, b1, net2.W, b2)
 
 
+@eqx.filter_jit  # one program per call shape: eager calls would compile op by op
 def _loss(model: TwoLayerNet, teacher: TwoLayerNet, nodes: int):
     a = model.a if model.train_second_layer else jax.lax.stop_gradient(model.a)
     c = jax.lax.stop_gradient(teacher.a)

@@ -120,6 +120,43 @@ def stage_times(
     )
     horizon = check_positive("horizon", horizon)
     points = check_positive_int("points", points, minimum=2)
+    if initial_alignment is None:
+        p0 = jnp.full((r,), typical_alignment(r=r, m=m))
+    else:
+        if jnp.ndim(initial_alignment) != 0:
+            check_shape("initial_alignment", initial_alignment, (r,))
+        p0 = jnp.broadcast_to(
+            inexact(initial_alignment, jnp.result_type(float), "initial_alignment"), (r,)
+        )
+        p0 = check_value(
+            p0,
+            (p0 >= 0) & (p0 <= 1),
+            f"`initial_alignment` must lie in [0, 1] (squared cosines), got {initial_alignment}",
+        )
+    kw = dict(activation=activation, r=r, d=d, points=points)
+    out = _stage_times(alpha0, threshold, eps, horizon, weight_decay, p0, equilibria, c0, c2, **kw)
+    return out.raise_if_failed(throw)
+
+
+@functools.partial(jax.jit, static_argnames=("activation", "r", "d", "points"))
+def _stage_times(
+    alpha0,
+    threshold,
+    eps,
+    horizon,
+    weight_decay,
+    p0,
+    equilibria,
+    c0,
+    c2,
+    *,
+    activation,
+    r,
+    d,
+    points,
+):
+    """`stage_times` past its checks: one program per (activation, r, d, points)."""
+    K = equilibria.mass[0]
     target = alpha0 + (1.0 - threshold) * (K - alpha0)
     # log((K / alpha0 - 1) / (K / target - 1)) with K - target = threshold (K - alpha0): no
     # cancellation at small threshold (1e-200 gave K / target - 1 = 0 and t_0 = inf)
@@ -128,25 +165,13 @@ def stage_times(
     beta0 = jnp.array([alpha0 / d, alpha0 / d])
     lv = lotka_volterra(beta0, ts, c0=c0, c2=c2, r=r, d=d, weight_decay=weight_decay)
     t2 = _first_time(ts, mass_ratio(lv.ys, c0=c0, c2=c2, r=r, d=d) <= threshold)
-    if initial_alignment is None:
-        p0 = jnp.full((r,), typical_alignment(r=r, m=m))
-    else:
-        if jnp.ndim(initial_alignment) != 0:
-            check_shape("initial_alignment", initial_alignment, (r,))
-        p0 = jnp.broadcast_to(inexact(initial_alignment, ts.dtype, "initial_alignment"), (r,))
-        p0 = check_value(
-            p0,
-            (p0 >= 0) & (p0 <= 1),
-            f"`initial_alignment` must lie in [0, 1] (squared cosines), got {initial_alignment}",
-        )
     tp = _alignment_curves(p0, ts, activation)
     t4 = t2 + _first_time(ts, jnp.mean(tp.ys, axis=0) >= 1.0 - eps)
     tp_ok = jnp.all(tp.ok)
     tp_result = RESULTS.where(tp_ok, RESULTS.successful, RESULTS.max_steps_reached)
     result = RESULTS.where(lv.ok, tp_result, lv.result)
     stats = {k: lv.stats[k] + jnp.sum(tp.stats[k]) for k in lv.stats}
-    out = StageTimesSolution(t_0=t0, t_2=t2, t_4=t4, result=result, stats=stats)
-    return out.raise_if_failed(throw)
+    return StageTimesSolution(t_0=t0, t_2=t2, t_4=t4, result=result, stats=stats)
 
 
 def measured_stage_times(
