@@ -5,6 +5,8 @@ Paper: *Mildly Overparameterized ReLU Networks on Orthogonal Data: Incremental L
 Implicit Bias* (NeurIPS 2026, arXiv:2605.27097).
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
@@ -51,7 +53,12 @@ def orthogonal_data(
     n = check_positive_int("n", n)
     d = check_positive_int("d", n if d is None else d, minimum=n)
     dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
-    kq, ky = jax.random.split(check_key(key))
+    return _orthogonal_data(check_key(key), n, d, dtype, labels)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4))  # one program, not one per operation
+def _orthogonal_data(key, n, d, dtype, labels):
+    kq, ky = jax.random.split(key)
     g = jax.random.normal(kq, (d, d), dtype=dtype)
     q, r = jnp.linalg.qr(g)
     q = q * jnp.sign(jnp.diagonal(r))[None, :]  # Haar measure, not only orthogonal

@@ -4,6 +4,7 @@ Paper: *Directional Convergence, Benign Overfitting of Gradient Descent in leaky
 Neural Networks* (ICLR 2026, arXiv:2505.16204).
 """
 
+import functools
 import math
 
 import equinox as eqx
@@ -102,7 +103,15 @@ def gaussian_mixture(
     signal = check_finite("signal", signal)
     noise_scale = check_positive("noise_scale", noise_scale)
     dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
-    ky, kz, kf = jax.random.split(check_key(key), 3)
+    dof = float(dof) if noise == "student_t" else None  # static: only Student-t reads it
+    return _gaussian_mixture(
+        check_key(key), signal, noise_scale, label_noise, n, d, noise, dof, dtype
+    )
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5, 6, 7, 8))  # one program, not one per operation
+def _gaussian_mixture(key, signal, noise_scale, label_noise, n, d, noise, dof, dtype):
+    ky, kz, kf = jax.random.split(key, 3)
     clean = jax.random.rademacher(ky, (n,), dtype)
     mu = jnp.zeros((d,), dtype).at[0].set(signal)
     X = clean[:, None] * mu[None, :] + noise_scale * _noise(kz, (n, d), noise, dof, dtype)

@@ -4,6 +4,8 @@ Paper: *Mildly Overparameterized ReLU Networks on Orthogonal Data: Incremental L
 Implicit Bias* (NeurIPS 2026, arXiv:2605.27097).
 """
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -75,11 +77,15 @@ def balanced_init(m: int, d: int, alpha, *, key: PRNGKeyArray, dtype=None) -> Tw
     m, d = check_positive_int("m", m), check_positive_int("d", d)
     dtype = jnp.zeros(()).dtype if dtype is None else check_dtype(dtype)
     alpha = check_alpha(alpha, dtype)
-    ks, ku = jax.random.split(check_key(key))
+    return _balanced_init(check_key(key), jnp.asarray(alpha, dtype), m, d, dtype)
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4))  # one program, not one per operation
+def _balanced_init(key, alpha, m, d, dtype):
+    ks, ku = jax.random.split(key)
     s = jax.random.rademacher(ks, (m,), dtype=dtype)
     g = jax.random.normal(ku, (m, d), dtype=dtype)
     u = g / jnp.linalg.norm(g, axis=1, keepdims=True)
-    alpha = jnp.asarray(alpha, dtype)
     return TwoLayerReLU(alpha * s, alpha * u)
 
 

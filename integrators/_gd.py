@@ -5,6 +5,8 @@ Paper: *Mildly Overparameterized ReLU Networks on Orthogonal Data: Incremental L
 Implicit Bias* (NeurIPS 2026, arXiv:2605.27097).
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -163,6 +165,14 @@ def gradient_descent(
     )
     a0 = check_finite("model.a", model.a)
     eta = jnp.asarray(check_positive("learning_rate", learning_rate, scalar=True), model.a.dtype)
+    W0 = check_finite("model.W", model.W)
+    out = _descend(X, y, a0, W0, eta, tol, max_loss, jnp.asarray(targets), orthonormal)
+    return out.raise_if_failed(throw)
+
+
+@functools.partial(jax.jit, static_argnums=8)
+def _descend(X, y, a0, W0, eta, tol, max_loss, targets, orthonormal):
+    """`gradient_descent` past its checks, one program per call shape."""
     optimizer = optax.sgd(eta)
     if orthonormal:
         value_and_grad = jax.value_and_grad(_basis_loss)
@@ -182,27 +192,25 @@ def gradient_descent(
         )
         return carry, carry[3]
 
-    W0 = check_finite("model.W", model.W)
     V0 = W0 @ X.T if orthonormal else W0
     params0 = (a0, V0)
     loss0, grad0 = value_and_grad(params0, y)
     carry0 = (params0, optimizer.init(params0), jnp.zeros((), jnp.int32), loss0, grad0)
-    ((a, V), _, step, loss, _), losses = jax.lax.scan(run_to, carry0, jnp.asarray(targets))
+    ((a, V), _, step, loss, _), losses = jax.lax.scan(run_to, carry0, targets)
     result = RESULTS.where(
         loss <= tol,
         RESULTS.successful,
         RESULTS.where(loss <= max_loss, RESULTS.max_steps_reached, RESULTS.diverged),
     )
-    out = GradientDescentSolution(
-        steps=jnp.asarray(targets),
+    return GradientDescentSolution(
+        steps=targets,
         loss=losses,
-        model=TwoLayerReLU(a, model.W + (V - V0) @ X if orthonormal else V),
+        model=TwoLayerReLU(a, W0 + (V - V0) @ X if orthonormal else V),
         final_loss=loss,
         learning_rate=eta,
         result=result,
         stats={"num_steps": step},
     )
-    return out.raise_if_failed(throw)
 
 
 def stable_gradient_descent(

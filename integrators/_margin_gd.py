@@ -11,6 +11,7 @@ Paper: *Directional Convergence, Benign Overfitting of Gradient Descent in leaky
 Neural Networks* (ICLR 2026, arXiv:2505.16204).
 """
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
@@ -105,10 +106,17 @@ def margin_gradient_descent(
     model = LeakyReLUNet(
         check_finite("model.W", model.W), check_finite("model.a", model.a), model.gamma
     )
+    eta = jnp.asarray(check_positive("learning_rate", learning_rate, scalar=True), model.W.dtype)
+    out = _descend(X, y, model, eta, jnp.asarray(targets), loss, normalized)
+    return out.raise_if_failed(throw)
+
+
+@eqx.filter_jit
+def _descend(X, y, model, eta, targets, loss, normalized):
+    """`margin_gradient_descent` past its checks, one program per call shape."""
     a, gamma = model.a, model.gamma
     gram = X @ X.T
     P0 = model.W @ X.T
-    eta = jnp.asarray(check_positive("learning_rate", learning_rate, scalar=True), model.W.dtype)
 
     def margins_of(P):
         return y * (a @ leaky_relu(P, gamma))  # y_i f(x_i) from the pre-activations
@@ -143,14 +151,14 @@ def margin_gradient_descent(
         )
         return carry, record
 
-    starts = jnp.concatenate([jnp.zeros(1, int), jnp.asarray(targets[:-1])])
-    C0 = jnp.zeros((model.W.shape[0], n), model.W.dtype)
+    starts = jnp.concatenate([jnp.zeros(1, int), targets[:-1]])
+    C0 = jnp.zeros((model.W.shape[0], X.shape[0]), model.W.dtype)
     (C, _), (log_loss, W, patterns, activated, min_margin) = jax.lax.scan(
-        run_to, (C0, optimizer.init(C0)), (starts, jnp.asarray(targets))
+        run_to, (C0, optimizer.init(C0)), (starts, targets)
     )
     finite = jnp.all(jnp.isfinite(C)) & jnp.all(~jnp.isnan(log_loss))
-    out = MarginGradientDescentSolution(
-        steps=jnp.asarray(targets),
+    return MarginGradientDescentSolution(
+        steps=targets,
         loss=jnp.exp(log_loss),
         log_loss=log_loss,
         trajectory=jax.vmap(lambda w: LeakyReLUNet(w, a, gamma))(W),
@@ -160,6 +168,5 @@ def margin_gradient_descent(
         model=LeakyReLUNet(model.W + C @ X, a, gamma),
         learning_rate=eta,
         result=RESULTS.where(finite, RESULTS.successful, RESULTS.diverged),
-        stats={"num_steps": jnp.asarray(targets[-1])},
+        stats={"num_steps": targets[-1]},
     )
-    return out.raise_if_failed(throw)

@@ -1,6 +1,7 @@
 """The engine's argument checks for its models' own quantities (alpha, the time scale, +-1
 labels, the leaky slope, activations, label noise, solver options): `theory.checks`."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -76,11 +77,16 @@ def check_orthonormal_rows(name: str, X, atol: float = 1e-6, hint: str = ""):
     n = jnp.shape(X)[0]
     if n == 0:
         raise ValueError(f"`{name}` must hold at least one row, got shape {jnp.shape(X)}")
-    gram = X @ X.T
-    err = jnp.max(jnp.abs(gram - jnp.eye(n, dtype=gram.dtype)))
+    err = _orthonormality_error(X)
     given = f", got max |X X^T - I| = {_shown(err)}" if is_concrete(err) else ""
     message = f"the rows of `{name}` must be orthonormal (X X^T = I to {atol:g}){given}{hint}"
     return check_value(X, err <= atol, message)
+
+
+@jax.jit  # one program per shape, not one per operation
+def _orthonormality_error(X):
+    gram = X @ X.T
+    return jnp.max(jnp.abs(gram - jnp.eye(X.shape[0], dtype=gram.dtype)))
 
 
 def check_representable(a, W) -> None:
