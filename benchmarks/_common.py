@@ -188,3 +188,17 @@ def write_results(out: Path, results: dict) -> Path:
     tmp.write_text(json.dumps(_jsonable(results), indent=1))
     tmp.replace(path)
     return path
+
+
+def comparison_entry(name, ours, theirs, unit, better, **extra) -> dict:
+    """One row of a side-by-side comparison: `ratio` = ours / theirs, `better` "higher" or
+    "lower"."""
+    return {
+        "name": name,
+        "ours": ours,
+        "theirs": theirs,
+        "unit": unit,
+        "ratio": ours / theirs,
+        "better": better,
+        **extra,
+    }

@@ -17,23 +17,20 @@ import numpy as np
 
 from benchmarks._common import Timer, enable_float64, host_devices, log, parser, pyplot, save_figure
 from benchmarks._driver import finish, header, run_sweep
+from benchmarks._staircase_measure import GROUP_REPEATS, GROUP_SAMPLES, analyse, decay_fit
 from dynamics import loss_decomposition, mean_field_init, standard_target
 from integrators import check_memory, mean_field_flow
 from theory import (
     EVEN_ACTIVATIONS,
-    compare_stages,
     hermite_coefficients,
-    hermite_energies,
     initial_alignment,
     lotka_volterra,
     mass_ode,
     mass_ratio,
-    stage_equilibria,
 )
 
 POINTS = 400
 BATCH = 5000
-GROUP_SAMPLES, GROUP_REPEATS = 16, 4  # symmetrized net: K group elements, independent draws
 
 
 def _times(t_end):
@@ -96,127 +93,6 @@ def run(instance, weight_decay, d, r, m, activation, samples, t_end, decay_off):
     }
 
 
-def _analyse(o, s, weight_decay, activation, r, d, m, decay_off) -> dict:
-    """Stage table and prediction errors for seed s of one sweep point."""
-    ts, loss = o["ts"][s], o["loss"][s]
-    E = hermite_energies(activation=activation, r=r)
-    eq = stage_equilibria(activation=activation, r=r, d=d, weight_decay=weight_decay)
-    cmp = compare_stages(
-        ts, loss, o["alpha"][s], o["q"][s], o["alignment_mean"][s], activation=activation,
-        r=r, d=d, m=m, weight_decay=weight_decay, initial_alignment=o["initial_alignment"][s],
-    )  # fmt: skip
-    measured = cmp.measured_time.tolist()
-    paper = [float(E.plateau_0), float(E.plateau_2), 0.0]
-    table = [
-        {
-            "order": order,
-            "predicted_plateau": float(cmp.predicted_plateau[k]),
-            "paper_plateau": paper[k],
-            "predicted_mass": float(cmp.predicted_mass[k]),
-            "measured_loss_at_predicted_time": float(cmp.loss_at_predicted_time[k]),
-            "measured_loss_at_measured_time": float(cmp.loss_at_measured_time[k]),
-            "predicted_time": float(cmp.predicted_time[k]),
-            "measured_time": measured[k],
-        }
-        for k, order in enumerate(("0", "2", ">=4"))
-    ]
-    switch = _switch_off(o, s, activation, r, d, decay_off, eq, measured)
-    # prediction errors over the degree-2 stage, [t_0, t_2] (measured times)
-    lo, hi = table[0]["measured_time"], table[1]["measured_time"]
-    window = (ts >= lo) & (ts <= hi)
-    errs = {}
-    for name in ("corrected", "paper"):
-        beta = o[f"beta_{name}"][s]
-        alpha_pred = r * beta[:, 0] + (d - r) * beta[:, 1]
-        errs[name] = {
-            "alpha_max_rel_error": float(np.max(np.abs(alpha_pred / o["alpha"][s] - 1)[window])),
-            "beta1_max_rel_error": float(np.max(np.abs(beta[:, 0] / o["beta1"][s] - 1)[window])),
-            "beta2_max_rel_error": float(np.max(np.abs(beta[:, 1] / o["beta2"][s] - 1)[window])),
-        }
-    stage0 = ts <= lo
-    errs["mass_ode_stage0_max_rel_error"] = float(
-        np.max(np.abs(o["alpha_mass_ode"][s] / o["alpha"][s] - 1)[stage0])
-    )
-    # stage 0's logistic with every Hermite order (`StageEquilibria.relax`)
-    logistic = np.asarray(eq.relax(o["alpha"][s][0], ts, 0))
-    errs["stage0_logistic_max_rel_error"] = float(
-        np.max(np.abs(logistic / o["alpha"][s] - 1)[stage0])
-    )
-    dec = o["decomposition"][s]  # (init / final, repeats, [L, A, B])
-    residual = dec[..., 0] - dec[..., 1] - dec[..., 2]
-    decomposition = {
-        when: {
-            "loss": float(dec[i, 0, 0]),
-            "symmetric_part": float(np.mean(dec[i, :, 1])),
-            "asymmetric_part": float(np.mean(dec[i, :, 2])),
-            "residual_mean": float(np.mean(residual[i])),
-            "residual_stderr": float(np.std(residual[i], ddof=1) / np.sqrt(residual.shape[1])),
-            "group_samples": GROUP_SAMPLES,
-        }
-        for i, when in enumerate(("init", "final"))
-    }
-    return {
-        "stages": table,
-        "prediction_errors": errs,
-        "degree2_window": [lo, hi],
-        "decomposition": decomposition,
-        **switch,
-    }
-
-
-def _switch_off(o, s, activation, r, d, decay_off, eq, measured) -> dict:
-    """The mass before the switch-off of lambda against the equilibrium of the stage reached
-    by then, and the relaxation after it (the logistic of `StageEquilibria.relax` with
-    lambda = 0) against the simulation."""
-    ts, alpha, loss = o["ts"][s], o["alpha"][s], o["loss"][s]
-    t_off = min(decay_off, float(ts[-1]))
-    stage = int(np.sum(np.asarray(measured) <= t_off)) - 1  # 0, 1, 2: orders 0, 2, >= 4
-    stage = max(stage, 0)
-    # the last save time before the switch-off (interpolating across it would mix the two)
-    i = max(int(np.searchsorted(ts, t_off, side="left")) - 1, 0)
-    late = float(alpha[i])
-    out = {
-        "stage_at_decay_off": ["0", "2", ">=4"][stage],
-        "mass_equilibrium_predicted": float(eq.mass[stage]),
-        "mass_late_measured": late,
-        "mass_late_rel_error": abs(late / float(eq.mass[stage]) - 1.0),
-        "loss_late_predicted": float(eq.loss[stage]),
-        "loss_late_measured": float(loss[i]),
-        "late_time": float(ts[i]),
-    }
-    after = ts > t_off
-    if decay_off < float(ts[-1]) and np.any(after):
-        eq0 = stage_equilibria(activation=activation, r=r, d=d, weight_decay=0.0)
-        pred = np.asarray(eq0.relax(late, ts[after] - t_off, stage))
-        out["after_decay_off"] = {
-            "mass_equilibrium_predicted": float(eq0.mass[stage]),
-            "mass_final_predicted": float(pred[-1]),
-            "mass_final_measured": float(alpha[-1]),
-            "mass_max_rel_error": float(np.max(np.abs(pred / alpha[after] - 1.0))),
-            "loss_final_predicted": float(eq0.loss_at(pred[-1], stage)),
-            "loss_final_measured": float(loss[-1]),
-            "relaxation_rate": float(eq0.rate[stage]),
-        }
-    return out
-
-
-def _decay_fit(ts, beta2, lo, hi) -> dict:
-    """Fits of log beta_2 on [lo, hi]: exponential (against t) and power law (against log t)."""
-    keep = (ts >= lo) & (ts <= hi) & (beta2 > 0)
-    t, lb = ts[keep], np.log(beta2[keep])
-    exp_fit = np.polyfit(t, lb, 1, full=True)
-    pow_fit = np.polyfit(np.log(t), lb, 1, full=True)
-    rss = lambda f: float(f[1][0]) if len(f[1]) else 0.0  # noqa: E731
-    return {
-        "exponential_rate": float(-exp_fit[0][0]),
-        "exponential_rss": rss(exp_fit),
-        "power_exponent": float(pow_fit[0][0]),
-        "power_rss": rss(pow_fit),
-        "better_fit": "exponential" if rss(exp_fit) < rss(pow_fit) else "power law",
-        "window": [float(lo), float(hi)],
-    }
-
-
 def run_benchmark(
     d=100,
     r=20,
@@ -260,7 +136,7 @@ def run_benchmark(
     )
     main, *ablation = result.outputs
     analysis = [
-        _analyse(main, s, weight_decay, activation, r, d, m, decay_off) for s in range(seeds)
+        analyse(main, s, weight_decay, activation, r, d, m, decay_off) for s in range(seeds)
     ]
     ts = main["ts"][0]
     report = {}
@@ -273,9 +149,9 @@ def run_benchmark(
             ("lambda=0", ablation[0], 0.0),
         ):
             report[label] = {
-                "degree2_stage": _decay_fit(ts, o["beta2"][0], lo, hi),
-                "after_degree2": _decay_fit(ts, o["beta2"][0], hi, decay_off),
-                "ode_after_degree2": _decay_fit(ts, o["beta_corrected"][0][:, 1], hi, decay_off),
+                "degree2_stage": decay_fit(ts, o["beta2"][0], lo, hi),
+                "after_degree2": decay_fit(ts, o["beta2"][0], hi, decay_off),
+                "ode_after_degree2": decay_fit(ts, o["beta_corrected"][0][:, 1], hi, decay_off),
                 # at the Lotka-Volterra fixed point beta_2 decays at the rate
                 # 2 lambda c_2^2 / (c_0^2 r + c_2^2), or like 1 / (4 c_2^2 t) when lambda = 0
                 "ode_asymptotic_rate": 2 * lam * c2sq / (c0sq * r + c2sq),

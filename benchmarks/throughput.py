@@ -31,7 +31,6 @@
 
 from functools import partial
 
-import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -40,6 +39,7 @@ from benchmarks import _gd_sweep as gd_bench, _peers, _saddle
 from benchmarks._common import (
     Timer,
     best_seconds,
+    comparison_entry,
     enable_float64,
     host_devices,
     log,
@@ -48,22 +48,15 @@ from benchmarks._common import (
     save_figure,
 )
 from benchmarks._driver import finish, header
+from benchmarks._roofline import compare_bandwidth, peak_flops
+from benchmarks._throughput_mean_field import compare_multi_index
 from dynamics import (
-    MeanFieldNet,
     fixed_second_layer,
     gaussian_mixture,
-    mean_field_init,
-    sample_loss,
-    sample_loss_gradient,
     signs_and_directions,
-    standard_target,
 )
-from integrators import mean_field_flow, orthogonal_flow
+from integrators import orthogonal_flow
 from theory import coverage_width, max_margin, one_minus_cos, saddle_jumps
-from theory.numerics import diffeqsolve
-
-M_N_BYTES = 8 * gd_bench.M * gd_bench.N  # one seed's float64 data-basis weights
-FLOW_BATCH = 2500  # rows per batch of the finite-sample field: its (b, m) arrays stay in cache
 
 
 def _gd_instances(count: int, base_seed: int):
@@ -104,7 +97,7 @@ def compare_gd(seeds: int, ref_seeds: int, base_seed: int) -> tuple[list, dict]:
         agree = float(np.max(np.abs(np.asarray(losses) / engine_losses - 1)))
         detail[name] = {"seed_epochs_per_s": rate, "seeds": ref_seeds, "final_loss_rel_diff": agree}
         rows.append(
-            _entry(
+            comparison_entry(
                 f"GD sweep vs {name} loop",
                 ours["seed_epochs_per_s"],
                 rate,
@@ -113,18 +106,6 @@ def compare_gd(seeds: int, ref_seeds: int, base_seed: int) -> tuple[list, dict]:
             )
         )
     return rows, detail
-
-
-def _entry(name, ours, theirs, unit, better, **extra) -> dict:
-    return {
-        "name": name,
-        "ours": ours,
-        "theirs": theirs,
-        "unit": unit,
-        "ratio": ours / theirs,
-        "better": better,
-        **extra,
-    }
 
 
 @partial(jax.jit, static_argnums=5)
@@ -180,8 +161,8 @@ def compare_flow(base_seed: int, ps=(10, 30, 100), rtol: float = 1e-7) -> tuple[
         }
         name = f"flow vs solve_ivp, alpha = 1e-{p}/sqrt(m)"
         rows += [
-            _entry(f"{name}: wall time", ours_s, theirs_s, "s", "lower"),
-            _entry(
+            comparison_entry(f"{name}: wall time", ours_s, theirs_s, "s", "lower"),
+            comparison_entry(
                 f"{name}: steps",
                 int(sol.stats["num_steps"]),
                 int(total),
@@ -241,8 +222,10 @@ def compare_max_margin(base_seed: int) -> tuple[list, dict]:
             "iterations": int(svc.n_iter_),
         }
         rows += [
-            _entry(f"max_margin vs LinearSVC ({label}): time", ours_s, theirs_s, "s", "lower"),
-            _entry(
+            comparison_entry(
+                f"max_margin vs LinearSVC ({label}): time", ours_s, theirs_s, "s", "lower"
+            ),
+            comparison_entry(
                 f"max_margin vs LinearSVC ({label}): error",
                 max(abs(ours_err), 1e-16),
                 max(abs(err), 1e-16),
@@ -250,208 +233,6 @@ def compare_max_margin(base_seed: int) -> tuple[list, dict]:
                 "lower",
             ),
         ]
-    return rows, detail
-
-
-def _autodiff_mean_field_flow(grad, W0, t1):
-    """The finite-sample flow as `mean_field_flow` ran it before, with the autodiff field
-    (lambda = 2 throughout, Tsit5, PID at rtol = 1e-4, atol = 1e-6): final W and steps."""
-    m = W0.shape[0]
-    sol = diffeqsolve(
-        diffrax.ODETerm(lambda t, W, args: -2.0 * W - m * grad(W)),
-        diffrax.Tsit5(),
-        t0=0.0,
-        t1=t1,
-        dt0=None,
-        y0=W0,
-        saveat=diffrax.SaveAt(t1=True),
-        stepsize_controller=diffrax.PIDController(rtol=1e-4, atol=1e-6),
-        max_steps=100_000,
-    )
-    return sol.ys[-1], sol.stats["num_steps"]
-
-
-def compare_multi_index(samples: int, t_sim: float, t_floor: float, base_seed: int, peak: float):
-    """Population against finite-sample flow in simulated time per second, and the
-    finite-sample flow against its FLOP floor: evaluations x 4 n d m (the field's two
-    matmuls, X W^T and S^T X) over the measured matmul peak. Tsit5 evaluates the field six
-    times per step attempt, plus once for the first stage of the first step (diffrax picks the
-    first step without evaluating it); each of the two saves runs the sample loss forward
-    (2 n d m). The autodiff field that the flow used before (`jax.grad` of
-    `dynamics.sample_loss`) is timed per evaluation beside the written-out one."""
-    d, r, m = 100, 20, 250
-    batch = min(FLOW_BATCH, samples)
-    target = standard_target(r, d)
-    W0 = mean_field_init(m, d, key=jax.random.PRNGKey(base_seed))
-    X = jax.random.normal(jax.random.PRNGKey(base_seed + 1), (samples, d))
-    yv = target.predict(X)
-    ts = jnp.array([0.0, t_sim])
-    pop = jax.jit(lambda net: mean_field_flow(target, net, ts, weight_decay=2.0))
-    fin = jax.jit(
-        lambda net: mean_field_flow(
-            target, net, ts, weight_decay=2.0, samples=(X, yv), batch_size=batch
-        )
-    )
-    pop_s = best_seconds(lambda: pop(W0), repeats=2)
-    fin_s = best_seconds(lambda: fin(W0), repeats=1)
-    p, f = pop(W0), fin(W0)
-    # the floor comparison on a longer horizon (many steps), against the same solve with
-    # the autodiff field the flow had before (same solver, controller and tolerances)
-    ts_floor = jnp.array([0.0, t_floor])
-    longer = jax.jit(
-        lambda net: mean_field_flow(
-            target, net, ts_floor, weight_decay=2.0, samples=(X, yv), batch_size=batch
-        )
-    )
-    long_s = best_seconds(lambda: longer(W0), repeats=1)
-    g = longer(W0)
-    steps = int(g.stats["num_steps"])
-    evals = 6 * steps + 1
-    per_eval = 4 * samples * d * m  # the field's two matmuls; a save's forward pass is half
-    flop = evals * per_eval + 2 * per_eval // 2
-    floor = flop / peak
-    autodiff = jax.jit(jax.grad(lambda W: sample_loss(MeanFieldNet(W), (X, yv), batch_size=batch)))
-    reference = jax.jit(lambda W: _autodiff_mean_field_flow(autodiff, W, t_floor))
-    ref_s = best_seconds(lambda: reference(W0.W), repeats=1)
-    W_ref, ref_steps = reference(W0.W)
-    ref_floor = (6 * int(ref_steps) + 1) * per_eval / peak  # no saves there
-    written = jax.jit(lambda W: sample_loss_gradient(MeanFieldNet(W), (X, yv), batch_size=batch))
-    before = best_seconds(lambda: autodiff(W0.W), repeats=3)
-    after = best_seconds(lambda: written(W0.W), repeats=3)
-    per_eval_floor = per_eval / peak
-    detail = {
-        "population": {
-            "seconds": pop_s,
-            "steps": int(p.stats["num_steps"]),
-            "loss": float(p.loss[-1]),
-        },
-        "finite_sample": {
-            "seconds": fin_s,
-            "steps": int(f.stats["num_steps"]),
-            "samples": samples,
-            "batch_size": batch,
-            "population_loss": float(f.loss[-1]),
-        },
-        "floor": {
-            "simulated_time": t_floor,
-            "seconds": long_s,
-            "steps": steps,
-            "field_evaluations": evals,
-            "flop": flop,
-            "floor_seconds": floor,
-            "over_floor": long_s / floor,
-            "autodiff_seconds": ref_s,
-            "autodiff_steps": int(ref_steps),
-            "autodiff_floor_seconds": ref_floor,
-            "autodiff_over_floor": ref_s / ref_floor,
-            "max_relative_difference": float(
-                jnp.max(jnp.abs(g.model.W - W_ref)) / jnp.max(jnp.abs(W_ref))
-            ),
-        },
-        "field_evaluation": {
-            "autodiff_seconds": before,
-            "written_out_seconds": after,
-            "floor_seconds": per_eval_floor,
-            "autodiff_over_floor": before / per_eval_floor,
-            "written_out_over_floor": after / per_eval_floor,
-            "max_abs_difference": float(jnp.max(jnp.abs(autodiff(W0.W) - written(W0.W)))),
-        },
-        "simulated_time": t_sim,
-    }
-    return [
-        _entry(
-            f"multi-index: population vs finite-sample flow (n = {samples})",
-            t_sim / pop_s,
-            t_sim / fin_s,
-            "simulated time / s",
-            "higher",
-        ),
-        _entry(
-            "finite-sample flow vs FLOP floor",
-            long_s,
-            floor,
-            "s",
-            "lower",
-            note=f"the whole solve to t = {t_floor} against evaluations x 4 n d m / matmul peak",
-        ),
-        _entry(
-            "finite-sample flow (autodiff field, before) vs FLOP floor",
-            ref_s,
-            ref_floor,
-            "s",
-            "lower",
-        ),
-        _entry(
-            "finite-sample field evaluation: written out vs autodiff",
-            after,
-            before,
-            "s",
-            "lower",
-        ),
-    ], detail
-
-
-def peak_flops(size: int = 2048) -> float:
-    A = jax.random.normal(jax.random.PRNGKey(0), (size, size))
-    f = jax.jit(lambda A: A @ A)
-    return 2 * size**3 / best_seconds(lambda: f(A))
-
-
-def triad_bandwidth(elements: int, iterations: int) -> float:
-    """Bytes per second of the triad x <- 0.5 x + c (24 bytes per element: x and c read, x
-    written) on `elements` float64 entries per device, on all local devices at once
-    (`jax.pmap`, the arrays placed on their devices beforehand), repeated inside one compiled
-    loop. Timed at `iterations` and at twice as many; the difference removes the call's fixed
-    costs (dispatch, the copy of x on entry)."""
-    devices = jax.local_devices()
-    x = jax.pmap(lambda v: v, devices=devices)(jnp.ones((len(devices), elements)))
-
-    def timed(count):
-        step = jax.pmap(
-            lambda x, c: jax.lax.fori_loop(0, count, lambda _, x: 0.5 * x + c, x),
-            devices=devices,
-        )
-        return best_seconds(lambda: step(x, x))
-
-    extra = max(timed(2 * iterations) - timed(iterations), 1e-9)
-    return 24.0 * elements * iterations * len(devices) / extra
-
-
-def compare_bandwidth(gd: dict, quick: bool) -> tuple[list, dict]:
-    """The GD sweep's least memory traffic against the triad on its working set and on large
-    arrays."""
-    # the sweep's vmapped weights, split between the triad's two arrays x and c
-    working = max(1, gd["batch_size"] * M_N_BYTES // 16)
-    large = 2**20 if quick else 2**23  # 8 MiB / 64 MiB per array
-    small_bw = triad_bandwidth(working, 200 if quick else 2000)
-    large_bw = triad_bandwidth(large, 3 if quick else 10)
-    achieved = gd["seed_epochs_per_s"] * gd_bench.BYTES_PER_EPOCH
-    detail = {
-        "working_set_elements_per_device": working,
-        "triad_working_set_bytes_per_s": small_bw,
-        "triad_large_bytes_per_s": large_bw,
-        "large_elements_per_device": large,
-        "gd_sweep_bytes_per_s": achieved,
-        "gd_bytes_per_epoch": gd_bench.BYTES_PER_EPOCH,
-    }
-    rows = [
-        _entry(
-            "GD sweep vs bandwidth peak",
-            achieved,
-            small_bw,
-            "B/s",
-            "higher",
-            note="least traffic of the sweep against the triad on its working set",
-        ),
-        _entry(
-            "GD sweep vs bandwidth peak (large arrays)",
-            achieved,
-            large_bw,
-            "B/s",
-            "higher",
-            note="against the triad on 64 MiB arrays (main memory)",
-        ),
-    ]
     return rows, detail
 
 
@@ -473,7 +254,7 @@ def run_benchmark(quick=False, base_seed=0) -> dict:
         log(f"throughput: {label} done ({timer():.0f} s)")
     achieved = details["gd"]["engine"]["seed_epochs_per_s"] * gd_bench.FLOPS_PER_EPOCH
     comparisons.append(
-        _entry(
+        comparison_entry(
             "GD sweep vs float64 matmul peak",
             achieved,
             peak,
