@@ -1,5 +1,5 @@
-"""The orthogonal-data paper's tables 1 and 2 as data (from the summary in
-`../shared/papers/000_f1ce78b48f9594c6.txt`): claims to test, not targets."""
+"""The orthogonal-data paper's tables 1 and 2 as data (arXiv:2605.27097, see
+`docs/references.md`): claims to test, not targets."""
 
 # Table 1 of the paper: n, m, epochs, 1/2||theta_pred||^2 (mean, std), 1/2||theta_opt||^2
 # (mean, std), ratio.

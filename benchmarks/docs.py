@@ -21,6 +21,8 @@ from pathlib import Path
 
 BENCHMARKS = {
     "jump_times": "Saddle-to-saddle jumps: Algorithm 1 against the rescaled flow",
+    "alpha_limit": "The alpha -> 0 limit: the vanishing-initialization flow and its solvers",
+    "beyond_orthogonal": "Beyond orthogonal inputs: correlated and Gaussian inputs, and the flows",
     "diagonal_networks": "Diagonal linear networks: the jump process against the exact flow",
     "teacher_student": "Gaussian teacher-student: population flow, plateaus and saddles",
     "saddles": "Critical points of any model: polishing and Morse indices",

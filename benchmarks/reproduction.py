@@ -4,7 +4,7 @@ Reads the `results.json` of `benchmarks.norm_scaling`, `benchmarks.width_ablatio
 `benchmarks.alpha_limit` and writes the side-by-side tables with, for every difference, the
 reason, computed from the same results wherever it can be (finite alpha, GD against the flow,
 the loss normalization, widths, or a claim that cannot hold for the model as written). The
-paper's numbers are the summary's (`../shared/papers/000_f1ce78b48f9594c6.txt`). Run the three
+paper's numbers are its tables (arXiv:2605.27097, in `benchmarks._paper`). Run the three
 benchmarks first, then:
 
     python -m benchmarks.reproduction [--results results] [--out docs/reproduction.md]
