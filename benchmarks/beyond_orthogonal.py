@@ -32,7 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks._beyond import HORIZON, inputs, make
-from benchmarks._common import Timer, enable_float64, host_devices, log, parser, pyplot, save_figure
+from benchmarks._beyond_plots import plot_deviation, plot_losses
+from benchmarks._common import Timer, enable_float64, host_devices, log, parser
 from benchmarks._driver import finish, header, run_sweep
 from dynamics import (
     TwoLayerReLU,
@@ -314,7 +315,7 @@ def table(results: dict) -> str:
     head = (
         f"{'inputs':>10} {'c':>7} {'d/n':>4} {'alpha':>6} {'ok':>5} {'plat':>5} {'pred':>5}"
         f" {'1st jump':>9} {'fin.':>7} {'cost':>7} {'morse1':>6} {'kinks':>6} {'slide':>6}"
-        f" {'steps':>6}"
+        f" {'steps':>6} {'s/solve':>7}"
     )
     lines = [head, "-" * len(head)]
     for r in results["rows"]:
@@ -326,10 +327,12 @@ def table(results: dict) -> str:
             f" {r['first_jump_ratio_finite_alpha_median']:>7.4f} {r['cost_ratio_median']:>7.4f}"
             f" {r['morse_index_first_plateau']:>6.0f} {r['median_kink_events']:>6.0f}"
             f" {r['median_sliding_entries']:>6.0f} {r['median_solver_steps']:>6.0f}"
+            f" {r['wall_seconds'] / r['seeds']:>7.1f}"
         )
     lines.append(
         "1st jump: measured / Algorithm 1 (Loewdin problem), limit and finite alpha; cost: final"
-        " 1/2||theta||^2 / Algorithm 1's; morse1: Morse index of the first plateau"
+        " 1/2||theta||^2 / Algorithm 1's; morse1: Morse index of the first plateau; s/solve: the"
+        " setting's wall time over its seeds (solved two at a time, compilation included)"
     )
     if results.get("solvers"):
         lines.append("")
@@ -339,60 +342,14 @@ def table(results: dict) -> str:
         )
         lines += [head, "-" * len(head)]
         for s in results["solvers"]:
-            err = "" if s["max_loss_error"] is None else f"{s['max_loss_error']:.1e}"
+            err = s["max_loss_error"]  # None where there is no reference; "inf" in JSON
+            err = "" if err is None else err if isinstance(err, str) else f"{err:.1e}"
             lines.append(
                 f"{s['case']:>22} {s['log10_inv_alpha']:>3} {s['flow']:>20} {s['ok']!s:>5}"
                 f" {s['steps']:>7} {s['wall_seconds']:>7.2f} {err:>9}"
             )
     lines.append(f"total wall time {results['wall_seconds']:.1f} s (compilation included)")
     return "\n".join(lines)
-
-
-def _correlated_rows(results, p):
-    return [
-        (i, r) for i, r in enumerate(results["rows"])
-        if r["inputs"] == "correlated" and np.isclose(r["alpha"], 10.0**-p)
-    ]  # fmt: skip
-
-
-def plot_losses(results: dict, path) -> None:
-    plt = pyplot()
-    ps = results["config"]["log10_inv_alpha"]
-    fig, axes = plt.subplots(1, len(ps), figsize=(5.5 * len(ps), 4.2), squeeze=False)
-    for ax, p in zip(axes[0], ps, strict=True):
-        for i, r in _correlated_rows(results, p):
-            o = results["_outputs"][i]
-            ax.semilogy(np.asarray(o["ts"][0]), np.asarray(o["loss"][0]), label=f"c = {r['c']:g}")
-        ax.set_xlabel("rescaled time t")
-        ax.set_ylabel("loss")
-        ax.set_ylim(1e-12, None)
-        ax.set_title(f"correlated inputs, seed 0, alpha = 1e-{p}")
-        ax.legend(fontsize=8)
-    save_figure(fig, path)
-
-
-def plot_deviation(results: dict, path) -> None:
-    plt = pyplot()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    floor = 1e-8  # where c = 0 is drawn on the log axis
-    for p, marker in zip(results["config"]["log10_inv_alpha"], "os", strict=False):
-        rows = [r for _, r in _correlated_rows(results, p)]
-        c = np.array([max(r["c"], floor) for r in rows])
-        a1.semilogx(c, [abs(r["first_jump_ratio_median"] - 1) + 1e-16 for r in rows],
-                    marker + "-", label=f"alpha = 1e-{p}")  # fmt: skip
-        a2.semilogx(
-            c, [r["cost_ratio_median"] for r in rows], marker + "-", label=f"alpha = 1e-{p}"
-        )
-    a1.set_yscale("log")
-    a1.set_xlabel(f"correlation c (c = 0 drawn at {floor:g})")
-    a1.set_ylabel("|first jump / Algorithm 1 - 1| (median)")
-    a2.set_xlabel(f"correlation c (c = 0 drawn at {floor:g})")
-    a2.set_ylabel("final cost / Algorithm 1's cost (median)")
-    for ax in (a1, a2):
-        ax.legend(fontsize=8)
-    a1.set_title("first jump against Algorithm 1 on the Loewdin problem")
-    a2.set_title("final 1/2 ||theta||^2 against Algorithm 1")
-    save_figure(fig, path)
 
 
 def main(argv=None) -> dict:

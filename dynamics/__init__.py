@@ -42,11 +42,9 @@ from ._model import (
     tangent_kernel_max as tangent_kernel_max,
 )
 from ._multi_index import (
-    LossDecomposition as LossDecomposition,
     MeanFieldNet as MeanFieldNet,
     MultiIndexTarget as MultiIndexTarget,
     Observables as Observables,
-    loss_decomposition as loss_decomposition,
     mean_field_init as mean_field_init,
     observables as observables,
     population_distance as population_distance,
@@ -54,9 +52,13 @@ from ._multi_index import (
     sample_loss as sample_loss,
     sample_loss_gradient as sample_loss_gradient,
     standard_target as standard_target,
-    symmetrize as symmetrize,
 )
 from ._neurons import merge_neurons as merge_neurons, split_neuron as split_neuron
+from ._symmetry import (
+    LossDecomposition as LossDecomposition,
+    loss_decomposition as loss_decomposition,
+    symmetrize as symmetrize,
+)
 from ._teacher_student import (
     TwoLayerNet as TwoLayerNet,
     teacher_student_loss as teacher_student_loss,
