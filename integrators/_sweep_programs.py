@@ -93,7 +93,11 @@ class _Programs:
         self.make_one = lambda key, dyn: make(key, **static, **dyn)
         # the argument checks inside make and run are collected, not host callbacks: the
         # programs stay cacheable, and a seed whose check failed fails its chunk by name
-        self.run_checked, self.run_messages = _collecting(self.run_one)
+        run_checked, self.run_messages = _collecting(self.run_one)
+        # one jitted function for the shape probe, the batch-size compile and the sharded
+        # program: inside `lax.map` it is traced once at one seed's shapes and batched as a
+        # jaxpr, so `run` is traced once per configuration instead of twice
+        self.run_checked = jax.jit(run_checked)
         self.make_checked, self.make_messages = _collecting(self.make_one)
         # `make` runs unsharded: XLA:CPU was seen to hang running LAPACK (the QR of
         # `orthogonal_data`) on several host devices at once. Instances are cheap; they are
@@ -111,7 +115,7 @@ class _Programs:
                 f"{shapes!r} with no arrays"
             )
         if self.batch_size is None:
-            compiled = jax.jit(self.run_checked).lower(instance_one, dyn).compile()
+            compiled = self.run_checked.lower(instance_one, dyn).compile()
             mem = compiled.memory_analysis()
             per_seed = (
                 mem.temp_size_in_bytes + mem.argument_size_in_bytes + mem.output_size_in_bytes
