@@ -81,7 +81,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
 from dynamics import TwoLayerReLU
-from theory import RESULTS, AbstractSolution, name_nonfinite, rescaled
+from theory import RESULTS, AbstractSolution, name_nonfinite
 from theory.checks import (
     check_finite,
     check_flag,
@@ -109,7 +109,9 @@ from ._two_layer_field import (
     _event_condition,
     _field_parts,
     _Frame,
+    _initial,
     _residual,
+    _to_model,
     _vector_field,
 )
 
@@ -146,20 +148,6 @@ class TwoLayerFlowSolution(AbstractSolution):
     pattern: Int[Array, "m n"]
     time_scale: Float[Array, ""]
     gram: Float[Array, "n n"]
-
-
-def _initial(model: TwoLayerReLU, X):
-    Z = model.W @ X.T
-    theta = jnp.concatenate([model.a[:, None], Z], axis=1)
-    kappa, psi = rescaled.log_polar(theta, theta)
-    mode = jnp.where(Z > 0, ACTIVE, INACTIVE)
-    return (kappa, psi), mode, Z
-
-
-def _to_model(kappa, psi, model0: TwoLayerReLU, Z0, X_pinv):
-    size = jnp.exp(kappa)[:, None]
-    Z = size * psi[:, 1:]
-    return TwoLayerReLU(size[:, 0] * psi[:, 0], model0.W + (Z - Z0) @ X_pinv.T)
 
 
 def two_layer_flow(

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
+from dynamics import TwoLayerReLU
 from theory import rescaled
 
 INACTIVE, ACTIVE, SLIDING = 0, 1, 2
@@ -217,3 +218,17 @@ def _classify(state, frame, candidates):
     side = jnp.where(mode == ACTIVE, gap, jnp.where(mode == INACTIVE, -gap, 0.0))
     psi = psi.at[:, 1:].set(jnp.where(moved, side, psi[:, 1:]))
     return (kappa, psi), mode, jnp.sum(entered)
+
+
+def _initial(model: TwoLayerReLU, X):
+    Z = model.W @ X.T
+    theta = jnp.concatenate([model.a[:, None], Z], axis=1)
+    kappa, psi = rescaled.log_polar(theta, theta)
+    mode = jnp.where(Z > 0, ACTIVE, INACTIVE)
+    return (kappa, psi), mode, Z
+
+
+def _to_model(kappa, psi, model0: TwoLayerReLU, Z0, X_pinv):
+    size = jnp.exp(kappa)[:, None]
+    Z = size * psi[:, 1:]
+    return TwoLayerReLU(size[:, 0] * psi[:, 0], model0.W + (Z - Z0) @ X_pinv.T)
