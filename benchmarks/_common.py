@@ -160,6 +160,18 @@ def _jsonable(x):
     return x
 
 
+def from_jsonable(x):
+    """`results.json` read back as it was written: "inf" / "-inf" are floats again (NaN stays
+    None, which the tables print as missing)."""
+    if isinstance(x, dict):
+        return {k: from_jsonable(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [from_jsonable(v) for v in x]
+    if x in ("inf", "-inf"):
+        return float(x)
+    return x
+
+
 def fit_slope(x, y) -> float:
     """Least-squares slope of log y against log x (finite, positive entries only)."""
     x, y = np.asarray(x, float), np.asarray(y, float)

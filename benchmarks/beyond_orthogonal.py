@@ -342,8 +342,7 @@ def table(results: dict) -> str:
         )
         lines += [head, "-" * len(head)]
         for s in results["solvers"]:
-            err = s["max_loss_error"]  # None where there is no reference; "inf" in JSON
-            err = "" if err is None else err if isinstance(err, str) else f"{err:.1e}"
+            err = "" if s["max_loss_error"] is None else f"{s['max_loss_error']:.1e}"
             lines.append(
                 f"{s['case']:>22} {s['log10_inv_alpha']:>3} {s['flow']:>20} {s['ok']!s:>5}"
                 f" {s['steps']:>7} {s['wall_seconds']:>7.2f} {err:>9}"

@@ -19,6 +19,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from benchmarks._common import from_jsonable
+
 BENCHMARKS = {
     "jump_times": "Saddle-to-saddle jumps: Algorithm 1 against the rescaled flow",
     "alpha_limit": "The alpha -> 0 limit: the vanishing-initialization flow and its solvers",
@@ -53,7 +55,7 @@ def _slim(value):
 def render(name: str, data: dict) -> str:
     """The page of one benchmark: its title, where the data came from, and its table."""
     command = COMMANDS.get(name, name)
-    table = importlib.import_module(f"benchmarks.{command.split()[0]}").table(data)
+    table = importlib.import_module(f"benchmarks.{command.split()[0]}").table(from_jsonable(data))
     if not table.lstrip().startswith("|"):  # a fixed-width text table
         table = f"```text\n{table}\n```"
     env = data.get("environment", {})
