@@ -19,7 +19,7 @@ from ._equilibria import (
 from ._hermite import hermite_coefficients
 from ._solution import RESULTS, AbstractSolution, Readable
 from ._staircase import (
-    lotka_volterra,
+    _lotka_volterra,
     mass_ratio,
     tensor_power,
     typical_alignment,
@@ -163,7 +163,8 @@ def _stage_times(
     t0 = (jnp.log(target / alpha0) - jnp.log(threshold)) / equilibria.rate[0]
     ts = jnp.linspace(0.0, horizon, points)
     beta0 = jnp.array([alpha0 / d, alpha0 / d])
-    lv = lotka_volterra(beta0, ts, c0=c0, c2=c2, r=r, d=d, weight_decay=weight_decay)
+    # the inputs were checked before the trace: no re-check (a host callback) in the program
+    lv = _lotka_volterra(beta0, ts, c0, c2, r, d, weight_decay)
     t2 = _first_time(ts, mass_ratio(lv.ys, c0=c0, c2=c2, r=r, d=d) <= threshold)
     tp = _alignment_curves(p0, ts, activation)
     t4 = t2 + _first_time(ts, jnp.mean(tp.ys, axis=0) >= 1.0 - eps)

@@ -145,18 +145,19 @@ def lotka_volterra(
     d = check_positive_int("d", d, minimum=r)
     weight_decay = check_positive("weight_decay", weight_decay, allow_zero=True, scalar=True)
     ts = check_time_grid("ts", ts)
-    c0 = jnp.asarray(check_positive("c0", c0, scalar=True), ts.dtype)
-    c2 = jnp.asarray(check_positive("c2", c2, allow_zero=True, scalar=True), ts.dtype)
-    args = (
-        c0,
-        c2,
-        r,
-        d,
-        weight_decay,
-        jnp.asarray(1.0 if check_flag("corrected", corrected) else 0.0),
-    )
+    c0 = check_positive("c0", c0, scalar=True)
+    c2 = check_positive("c2", c2, allow_zero=True, scalar=True)
+    corrected = check_flag("corrected", corrected)
     check_shape("beta0", beta0, (2,))
     beta0 = check_positive("beta0", inexact(beta0, ts.dtype, name="beta0"), allow_zero=True)
+    return _lotka_volterra(beta0, ts, c0, c2, r, d, weight_decay, corrected, throw)
+
+
+def _lotka_volterra(beta0, ts, c0, c2, r, d, weight_decay, corrected=True, throw=False):
+    """`lotka_volterra` without its checks, for callers whose inputs are checked already."""
+    dtype = ts.dtype
+    corrected = jnp.asarray(1.0 if corrected else 0.0)
+    args = (jnp.asarray(c0, dtype), jnp.asarray(c2, dtype), r, d, weight_decay, corrected)
     return _solve(_lv_field, beta0, ts, args, 1e-10, 1e-10, throw)
 
 
