@@ -14,9 +14,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from theory.checks import check_positive_int, collect_checks
 
-from ._sweep_store import (
-    _flat_names,
-)
+from ._sweep_store import _flat_names
 
 
 def _l2_bytes() -> int:

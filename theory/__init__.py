@@ -63,12 +63,8 @@ from ._regimes import (
     span_error_bound as span_error_bound,
     transition_lower_bound as transition_lower_bound,
 )
-from ._saddle import (
-    saddle_jumps as saddle_jumps,
-)
-from ._saddle_solution import (
-    SaddleJumpsSolution as SaddleJumpsSolution,
-)
+from ._saddle import saddle_jumps as saddle_jumps
+from ._saddle_solution import SaddleJumpsSolution as SaddleJumpsSolution
 from ._solution import (
     RESULTS as RESULTS,
     AbstractSolution as AbstractSolution,

@@ -15,12 +15,8 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._diagonal import DiagonalJumpsSolution
-from ._saddle import (
-    _crossings,
-)
-from ._saddle_solution import (
-    SaddleJumpsSolution,
-)
+from ._saddle import _crossings
+from ._saddle_solution import SaddleJumpsSolution
 from .checks import (
     _real_numbers,
     check_finite,

@@ -13,9 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._equilibria import (
-    stage_equilibria,
-)
+from ._equilibria import stage_equilibria
 from ._hermite import hermite_coefficients
 from ._solution import RESULTS, AbstractSolution, Readable
 from ._staircase import (
