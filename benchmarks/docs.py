@@ -34,11 +34,14 @@ BENCHMARKS = {
     "phase_transition": "The weak/strong-signal transition: closed form, Monte Carlo, bounds",
     "phase_transition_tails": "The transition under heavy-tailed (Student-t) noise",
     "phase_transition_label_noise": "The transition with flipped training labels",
+    "multi_index": "The multi-index staircase: population flow against the Hermite stages",
+    "multi_index_finite_sample": "The multi-index staircase on n = 50,000 samples",
 }
 # pages whose results come from a benchmark run with other options, in `<results>/<page>`
 COMMANDS = {
     "phase_transition_tails": "phase_transition --noise student-t --dof 2.5 3 4 8",
     "phase_transition_label_noise": "phase_transition --label-noise 0 0.05 0.1 0.2",
+    "multi_index_finite_sample": "multi_index --samples 50000",
 }
 DROP = ("curves", "curve", "directions", "signs", "y")  # plot and instance data
 ROOT = Path(__file__).resolve().parent.parent / "docs"
