@@ -3,6 +3,9 @@
     python -m benchmarks.docs [--results results]   # copy the results in, write the tables
     python -m benchmarks.docs --check               # fail if a table differs from its data
 
+`docs/reproduction.md` (the paper's tables beside ours, `benchmarks.reproduction`) is
+generated the same way, from the copies of `norm_scaling`, `width_ablation` and `alpha_limit`.
+
 For every page below whose `<results>/<name>/results.json` exists (a benchmark's name, or a
 page of a benchmark run with other options, `COMMANDS`), the results (without
 their curves) are copied to `docs/data/<name>.json` and the benchmark's own `table()` renders
@@ -19,6 +22,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from benchmarks import reproduction
 from benchmarks._common import from_jsonable
 
 BENCHMARKS = {
@@ -71,14 +75,23 @@ def render(name: str, data: dict) -> str:
     )
 
 
+def _reproduction_inputs(root: Path) -> list[dict | None]:
+    paths = [root / "data" / f"{name}.json" for name in reproduction.INPUTS]
+    return [json.loads(p.read_text()) if p.exists() else None for p in paths]
+
+
 def update(results: Path, root: Path = ROOT) -> list[str]:
     """Copy each benchmark's results in and write its table; returns the names updated."""
     done = []
-    for name in BENCHMARKS:
+    for name in [*BENCHMARKS, *(n for n in reproduction.INPUTS if n not in BENCHMARKS)]:
         src = results / name / "results.json"
         if not src.exists():
             continue
         data = _slim(json.loads(src.read_text()))
+        if name not in BENCHMARKS:  # data for docs/reproduction.md only
+            (root / "data" / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
+            done.append(name)
+            continue
         figures = sorted(p.name for p in src.parent.glob("*.png"))
         data["figures"] = figures  # the benchmark's own figures, drawn from these results
         (root / "data").mkdir(parents=True, exist_ok=True)
@@ -88,6 +101,9 @@ def update(results: Path, root: Path = ROOT) -> list[str]:
         (root / "data" / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
         (root / "results" / f"{name}.md").write_text(render(name, data))
         done.append(name)
+    if any(n in done for n in reproduction.INPUTS):
+        page = reproduction.render_data(*_reproduction_inputs(root))
+        (root / "reproduction.md").write_text(page)
     return done
 
 
@@ -102,6 +118,16 @@ def stale(root: Path = ROOT) -> list[str]:
             bad.append(f"{page}: no data file {data}")
         elif render(page.stem, json.loads(data.read_text())) != page.read_text():
             bad.append(f"{page}: differs from what {data} renders")
+    page = root / "reproduction.md"  # generated from three benchmarks' data, when present
+    if page.exists():
+        inputs = _reproduction_inputs(root)
+        missing = [n for n, d in zip(reproduction.INPUTS, inputs, strict=True) if d is None]
+        if missing:
+            bad.append(f"{page}: no data file for {', '.join(missing)} in {root / 'data'}")
+        elif reproduction.render_data(*inputs) != page.read_text():
+            bad.append(
+                f"{page}: differs from what the data of {', '.join(reproduction.INPUTS)} renders"
+            )
     return bad
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import docs
+from benchmarks import docs, reproduction
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,6 +33,20 @@ def test_a_hand_edited_table_is_caught(tmp_path):
     (tmp_path / "results" / f"{name}.md").write_text(page)
     assert docs.stale(tmp_path) == []
     (tmp_path / "results" / f"{name}.md").write_text(page.replace("|", "| ", 1))
+    assert len(docs.stale(tmp_path)) == 1
+
+
+def test_a_hand_edited_reproduction_page_is_caught(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "results").mkdir()
+    page = (ROOT / "docs" / "reproduction.md").read_text()
+    (tmp_path / "reproduction.md").write_text(page)
+    assert len(docs.stale(tmp_path)) == 1  # its data is missing
+    for name in reproduction.INPUTS:
+        data = (ROOT / "docs" / "data" / f"{name}.json").read_text()
+        (tmp_path / "data" / f"{name}.json").write_text(data)
+    assert docs.stale(tmp_path) == []
+    (tmp_path / "reproduction.md").write_text(page.replace("| 16 |", "| 16 | ", 1))
     assert len(docs.stale(tmp_path)) == 1
 
 
