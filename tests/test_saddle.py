@@ -128,6 +128,20 @@ def test_jit_and_vmap_agree_with_single_calls():
         np.testing.assert_allclose(batched.final_amplitudes[s], single.final_amplitudes, rtol=1e-7)
 
 
+def test_jit_runs_the_fast_phases_only_where_a_group_overlaps():
+    # Gaussian labels: one neuron per jump, no overlap, so no fast phase, traced or not
+    y, signs, directions = _random_instance(jax.random.PRNGKey(5), 8, 10)
+    eager, traced = saddle_jumps(y, signs, directions), jax.jit(saddle_jumps)(y, signs, directions)
+    assert not bool(jnp.any(traced.groups[:, 1] >= 0))
+    assert int(eager.stats["num_steps"]) == int(traced.stats["num_steps"]) == 0
+    np.testing.assert_array_equal(traced.final_amplitudes, eager.final_amplitudes)
+    # a tie whose supports overlap (the docstring's example): the fast phase runs under jit
+    tied = (jnp.ones(3), jnp.ones(2), jnp.array([[0.5, 0.5, -0.7], [-0.7, 0.5, 0.5]]))
+    traced = jax.jit(saddle_jumps)(*tied)
+    assert int(traced.stats["num_steps"]) > 0 and traced.ok
+    np.testing.assert_allclose(traced.cost, math.sqrt(5.0), rtol=1e-7)
+
+
 def test_min_norm_cost_hand_case_and_attained_by_one_neuron_per_sign():
     y = jnp.array([3.0, -1.0, 4.0, -2.0])
     np.testing.assert_allclose(min_norm_cost(y), 5.0 + math.sqrt(5.0))

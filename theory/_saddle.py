@@ -265,8 +265,12 @@ def _limit(y, signs, directions, base, resolve) -> SaddleJumpsSolution:
     steps = jnp.zeros((), int)
     result = RESULTS.successful
     if resolve:
-        shared, result, steps = _fast_phase.limit_amplitudes(
-            y, signs, directions, group, base["fitted"], real
+        # traced inputs: the fast phases still run only where a group's supports overlap (a
+        # `cond`; under `vmap` it becomes a select, and both branches run)
+        shared, result, steps = jax.lax.cond(
+            jnp.any(base["overlap"]),
+            lambda: _fast_phase.limit_amplitudes(y, signs, directions, group, base["fitted"], real),
+            lambda: (jnp.zeros((m,), y.dtype), RESULTS.successful, jnp.zeros((), int)),
         )
         in_overlap = jnp.any(group & base["overlap"][:, None], axis=0)
         final = jnp.where(in_overlap, shared, lone)
