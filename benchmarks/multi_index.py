@@ -33,6 +33,12 @@ POINTS = 400
 BATCH = 5000
 
 
+def _batch(samples: int) -> int:
+    """Samples per batch of the finite-sample loss: the largest divisor of `samples` up to
+    `BATCH` (the flow needs one that divides n)."""
+    return max(b for b in range(1, min(BATCH, samples) + 1) if samples % b == 0)
+
+
 def _times(t_end):
     return jnp.concatenate([jnp.zeros(1), jnp.geomspace(1e-3, t_end, POINTS)])
 
@@ -57,7 +63,7 @@ def run(instance, weight_decay, d, r, m, activation, samples, t_end, decay_off):
         weight_decay=weight_decay,
         decay_off=decay_off,
         samples=(X, y) if samples else None,
-        batch_size=min(BATCH, samples) if samples else None,
+        batch_size=_batch(samples) if samples else None,
         # finite-sample solves take minutes: print how far along (in simulated time) they are
         progress=bool(samples),
     )
@@ -113,8 +119,13 @@ def run_benchmark(
         raise ValueError(f"`r` must be <= d, got r = {r} > d = {d}")
     if weight_decay < 0:
         raise ValueError(f"`weight_decay` must be >= 0, got {weight_decay}")
+    if samples and _batch(samples) < min(100, samples):
+        raise ValueError(
+            f"`samples` must have a divisor between 100 and {BATCH} (the finite-sample loss is"
+            f" summed in batches that divide it), got {samples}: choose e.g. a multiple of 1000"
+        )
     if samples:
-        need = check_memory(samples, d, m, min(BATCH, samples))
+        need = check_memory(samples, d, m, _batch(samples))
         log(f"multi_index: finite-sample flow on n = {samples}, ~{need / 2**20:.0f} MiB per seed")
     log(
         f"multi_index: d = {d}, r = {r}, m = {m}, {activation}, lambda = {weight_decay},"

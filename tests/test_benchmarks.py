@@ -156,6 +156,15 @@ def test_multi_index(tmp_path):
         assert (out / name).stat().st_size > 10_000
     bad = run_module("multi_index", "--quick", "--weight-decay", "-1", timeout=120)
     assert bad.returncode == 2 and "weight_decay" in bad.stderr
+    # a sample count with no usable batch divisor is refused, naming it
+    bad = run_module("multi_index", "--quick", "--samples", "10007", timeout=120)
+    assert bad.returncode == 2 and "samples" in bad.stderr and "10007" in bad.stderr
+
+
+def test_multi_index_batch_divides_the_sample_count():
+    from benchmarks.multi_index import BATCH, _batch
+
+    assert _batch(16000) == 4000 and _batch(50000) == BATCH and _batch(300) == 300
 
 
 def test_throughput(tmp_path):
