@@ -135,8 +135,12 @@ def test_jit_runs_the_fast_phases_only_where_a_group_overlaps():
     assert not bool(jnp.any(traced.groups[:, 1] >= 0))
     assert int(eager.stats["num_steps"]) == int(traced.stats["num_steps"]) == 0
     np.testing.assert_array_equal(traced.final_amplitudes, eager.final_amplitudes)
-    # a tie whose supports overlap (the docstring's example): the fast phase runs under jit
-    tied = (jnp.ones(3), jnp.ones(2), jnp.array([[0.5, 0.5, -0.7], [-0.7, 0.5, 0.5]]))
+    # a tie whose supports overlap (the docstring's example, padded to the same shapes with
+    # samples of label 0 and neurons of empty support): the fast phase runs under jit
+    directions = (
+        jnp.full((10, 8), -0.1).at[:2, :3].set(jnp.array([[0.5, 0.5, -0.7], [-0.7, 0.5, 0.5]]))
+    )
+    tied = (jnp.zeros(8).at[:3].set(1.0), jnp.ones(10), directions)
     traced = jax.jit(saddle_jumps)(*tied)
     assert int(traced.stats["num_steps"]) > 0 and traced.ok
     np.testing.assert_allclose(traced.cost, math.sqrt(5.0), rtol=1e-7)
