@@ -129,21 +129,18 @@ def test_jit_and_vmap_agree_with_single_calls():
 
 
 def test_jit_runs_the_fast_phases_only_where_a_group_overlaps():
-    # Gaussian labels: one neuron per jump, no overlap, so no fast phase, traced or not
-    y, signs, directions = _random_instance(jax.random.PRNGKey(5), 8, 10)
-    eager, traced = saddle_jumps(y, signs, directions), jax.jit(saddle_jumps)(y, signs, directions)
-    assert not bool(jnp.any(traced.groups[:, 1] >= 0))
-    assert int(eager.stats["num_steps"]) == int(traced.stats["num_steps"]) == 0
-    np.testing.assert_array_equal(traced.final_amplitudes, eager.final_amplitudes)
-    # a tie whose supports overlap (the docstring's example, padded to the same shapes with
-    # samples of label 0 and neurons of empty support): the fast phase runs under jit
-    directions = (
-        jnp.full((10, 8), -0.1).at[:2, :3].set(jnp.array([[0.5, 0.5, -0.7], [-0.7, 0.5, 0.5]]))
-    )
-    tied = (jnp.zeros(8).at[:3].set(1.0), jnp.ones(10), directions)
-    traced = jax.jit(saddle_jumps)(*tied)
-    assert int(traced.stats["num_steps"]) > 0 and traced.ok
-    np.testing.assert_allclose(traced.cost, math.sqrt(5.0), rtol=1e-7)
+    traced = jax.jit(saddle_jumps)
+    # disjoint supports ({0, 2} and {1}): one neuron per jump, no fast phase, traced or not
+    y, signs = jnp.array([1.3, -0.7, 0.4]), jnp.array([1.0, -1.0])
+    directions = jnp.array([[0.6, -0.5, 0.6], [-0.3, 0.8, 0.5]])
+    eager, jitted = saddle_jumps(y, signs, directions), traced(y, signs, directions)
+    assert int(eager.stats["num_steps"]) == int(jitted.stats["num_steps"]) == 0
+    np.testing.assert_array_equal(jitted.final_amplitudes, eager.final_amplitudes)
+    np.testing.assert_allclose(jitted.cost, math.sqrt(1.3**2 + 0.4**2) + 0.7, rtol=1e-12)
+    # a tie whose supports overlap (the docstring's example): the fast phase runs under jit
+    jitted = traced(jnp.ones(3), jnp.ones(2), jnp.array([[0.5, 0.5, -0.7], [-0.7, 0.5, 0.5]]))
+    assert int(jitted.stats["num_steps"]) > 0 and jitted.ok
+    np.testing.assert_allclose(jitted.cost, math.sqrt(5.0), rtol=1e-7)
 
 
 def test_min_norm_cost_hand_case_and_attained_by_one_neuron_per_sign():
