@@ -119,7 +119,8 @@ def stage_times(
     horizon = check_positive("horizon", horizon)
     points = check_positive_int("points", points, minimum=2)
     if initial_alignment is None:
-        p0 = jnp.full((r,), typical_alignment(r=r, m=m))
+        # the default dtype, not weakly typed: the same program as a given alignment
+        p0 = jnp.full((r,), typical_alignment(r=r, m=m), dtype=jnp.result_type(float))
     else:
         if jnp.ndim(initial_alignment) != 0:
             check_shape("initial_alignment", initial_alignment, (r,))
