@@ -76,30 +76,26 @@ def render(name: str, data: dict) -> str:
 
 
 def _reproduction_inputs(root: Path) -> list[dict | None]:
-    paths = [root / "data" / f"{name}.json" for name in reproduction.INPUTS]
-    return [json.loads(p.read_text()) if p.exists() else None for p in paths]
+    return [reproduction.load(root / "data" / f"{name}.json") for name in reproduction.INPUTS]
 
 
 def update(results: Path, root: Path = ROOT) -> list[str]:
     """Copy each benchmark's results in and write its table; returns the names updated."""
     done = []
+    (root / "data").mkdir(parents=True, exist_ok=True)
     for name in [*BENCHMARKS, *(n for n in reproduction.INPUTS if n not in BENCHMARKS)]:
         src = results / name / "results.json"
         if not src.exists():
             continue
         data = _slim(json.loads(src.read_text()))
-        if name not in BENCHMARKS:  # data for docs/reproduction.md only
-            (root / "data" / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
-            done.append(name)
-            continue
-        figures = sorted(p.name for p in src.parent.glob("*.png"))
-        data["figures"] = figures  # the benchmark's own figures, drawn from these results
-        (root / "data").mkdir(parents=True, exist_ok=True)
-        (root / "results" / name).mkdir(parents=True, exist_ok=True)
-        for f in figures:
-            shutil.copyfile(src.parent / f, root / "results" / name / f)
+        if name in BENCHMARKS:  # a page of its own (the others feed docs/reproduction.md only)
+            figures = sorted(p.name for p in src.parent.glob("*.png"))
+            data["figures"] = figures  # the benchmark's own figures, drawn from these results
+            (root / "results" / name).mkdir(parents=True, exist_ok=True)
+            for f in figures:
+                shutil.copyfile(src.parent / f, root / "results" / name / f)
+            (root / "results" / f"{name}.md").write_text(render(name, data))
         (root / "data" / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
-        (root / "results" / f"{name}.md").write_text(render(name, data))
         done.append(name)
     if any(n in done for n in reproduction.INPUTS):
         page = reproduction.render_data(*_reproduction_inputs(root))

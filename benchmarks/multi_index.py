@@ -119,13 +119,15 @@ def run_benchmark(
         raise ValueError(f"`r` must be <= d, got r = {r} > d = {d}")
     if weight_decay < 0:
         raise ValueError(f"`weight_decay` must be >= 0, got {weight_decay}")
-    if samples and _batch(samples) < min(100, samples):
-        raise ValueError(
-            f"`samples` must have a divisor between 100 and {BATCH} (the finite-sample loss is"
-            f" summed in batches that divide it), got {samples}: choose e.g. a multiple of 1000"
-        )
     if samples:
-        need = check_memory(samples, d, m, _batch(samples))
+        batch = _batch(samples)
+        if batch < min(100, samples):
+            raise ValueError(
+                f"`samples` must have a divisor between 100 and {BATCH} (the finite-sample loss"
+                f" is summed in batches that divide it), got {samples}: choose e.g. a multiple"
+                " of 1000"
+            )
+        need = check_memory(samples, d, m, batch)
         log(f"multi_index: finite-sample flow on n = {samples}, ~{need / 2**20:.0f} MiB per seed")
     log(
         f"multi_index: d = {d}, r = {r}, m = {m}, {activation}, lambda = {weight_decay},"

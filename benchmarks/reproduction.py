@@ -21,7 +21,8 @@ from benchmarks._common import fit_slope
 from benchmarks._paper import PAPER_TABLE1, PAPER_TABLE2
 
 
-def _load(path: Path):
+def load(path: Path) -> dict | None:
+    """A benchmark's results from `path`, or None where it has not been run."""
     return json.loads(path.read_text()) if path.exists() else None
 
 
@@ -238,7 +239,7 @@ INPUTS = ("norm_scaling", "width_ablation", "alpha_limit")  # the benchmarks it 
 
 def render(results_dir: Path) -> str:
     """The page from `<results_dir>/<name>/results.json` for each of `INPUTS`."""
-    return render_data(*(_load(results_dir / name / "results.json") for name in INPUTS))
+    return render_data(*(load(results_dir / name / "results.json") for name in INPUTS))
 
 
 def render_data(ns: dict | None, wa: dict | None, al: dict | None) -> str:

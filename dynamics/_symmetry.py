@@ -8,10 +8,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from theory import Readable
-from theory.checks import (
-    check_key,
-    check_positive_int,
-)
+from theory.checks import check_key, check_positive_int
 
 from ._multi_index import MeanFieldNet, MultiIndexTarget, population_distance, population_loss
 
