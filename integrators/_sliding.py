@@ -26,6 +26,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from theory.numerics import lu_solve
+
 from ._kinks import KinkedFunction
 
 MAX_FLIPS = 6  # net flips of one held kink entry that make it slide
@@ -123,7 +125,7 @@ class KinkFlow(eqx.Module):
             r, jvp = jax.linearize(residual, lam)
             jac = jax.vmap(jvp, out_axes=1)(jnp.eye(self.capacity, dtype=dtype))
             for i in range(NEWTON_ITERATIONS):
-                lam = lam - jnp.linalg.solve(jac, r if i == 0 else residual(lam))
+                lam = lam - lu_solve(jac, r if i == 0 else residual(lam))
             # a singular system (a sliding output that feeds nothing): outside [0, 1], so
             # that the entry leaves the sliding set at the next step
             return jnp.where(jnp.isfinite(lam), lam, 2.0)

@@ -10,6 +10,7 @@ from jaxtyping import Array, Float, Int
 
 from dynamics import TwoLayerReLU
 from theory import rescaled
+from theory.numerics import lu_solve
 
 INACTIVE, ACTIVE, SLIDING = 0, 1, 2
 _KINK_TOL = 1e-9  # pre-activations (in units of the neuron's size) treated as on the kink
@@ -31,18 +32,23 @@ def _residual(kappa, psi, frame):
     return act, rescaled.residual(kappa, psi[:, 0], act, frame.y)
 
 
+# per neuron, in plain XLA operations: jaxlib's batched LAPACK deadlocks a sweep on XLA:CPU
+# with several host devices once the systems are large (`theory.numerics.lu_solve`)
+_solve = jax.vmap(lu_solve)
+
+
 def _weights_solve(M, b):
     """sigma from M sigma = b per neuron (batched), by least squares of a slightly regularized
     system where M is singular (duplicated inputs sliding together: the weights are not
     unique)."""
-    sigma = jnp.linalg.solve(M, b[..., None])[..., 0]
+    sigma = _solve(M, b)
 
     def least_squares():
         eye = jnp.eye(M.shape[-1], dtype=M.dtype)
         MtM = jnp.einsum("jki,jkl->jil", M, M)
         ridge = 1e-14 * jnp.max(jnp.abs(MtM), axis=(1, 2), keepdims=True) * eye[None]
         rhs = jnp.einsum("jki,jk->ji", M, b)
-        return jnp.linalg.solve(MtM + ridge, rhs[..., None])[..., 0]
+        return _solve(MtM + ridge, rhs)
 
     good = jnp.all(jnp.isfinite(sigma), axis=1, keepdims=True)
     return jax.lax.cond(

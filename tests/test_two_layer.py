@@ -1,6 +1,11 @@
 """`two_layer_flow` (any inputs, kinks by events and Filippov sliding) and the per-unit log
 scale of `gradient_flow`."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -136,3 +141,30 @@ def test_event_time_locator_stops_past_the_crossing():
     # a root within the stopping width of the bracket's lower end
     t, steps, ok = solve(lambda t, _: 1e-15 - t)
     assert ok and 0.0 <= t < 1e-12
+
+
+_TWO_DEVICES = """
+import jax, jax.numpy as jnp, numpy as np
+jax.config.update("jax_enable_x64", True)
+from integrators._two_layer_field import _weights_solve
+def f(key):  # the sliding-weight solve of m = 2 neurons over n = 65 samples, in a loop
+    M = jax.random.normal(key, (2, 65, 65)) + 9.0 * jnp.eye(65)
+    body = lambda i, x: _weights_solve(M + 1e-3 * i * jnp.eye(65), jnp.ones((2, 65)) + 0 * x)
+    return M, jax.lax.fori_loop(0, 50, body, jnp.zeros((2, 65)))
+M, x = jax.block_until_ready(jax.pmap(f)(jax.random.split(jax.random.PRNGKey(0), 2)))
+M = np.asarray(M) + 49e-3 * np.eye(65)
+print(np.max(np.abs(np.asarray(x) - np.linalg.solve(M, np.ones((2, 2, 65, 1)))[..., 0])))
+"""
+
+
+@pytest.mark.slow  # a subprocess with two host devices (about 4 s)
+def test_the_sliding_solve_does_not_hang_a_sweep_on_two_host_devices():
+    # with jnp.linalg.solve (jaxlib 0.10's LAPACK splits a batch this size over the thread
+    # pool and blocks) this program hung for good on two host devices
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    proc = subprocess.run(
+        [sys.executable, "-c", _TWO_DEVICES], capture_output=True, text=True, timeout=120,
+        env=env, cwd=Path(__file__).parents[1],
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert float(proc.stdout) < 1e-12

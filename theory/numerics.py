@@ -7,7 +7,9 @@
 - `default_controller`: the flows' PI step-size controller.
 - `diffeqsolve`: `diffrax.diffeqsolve` whose own checks add no host callback (so JAX's
   persistent cache stores the flows' programs).
-- `nnqp`: the active-set solver of nonnegative quadratic programs (`max_margin`'s dual).
+- `nnqp`: the active-set solver of nonnegative quadratic programs (`max_margin`'s dual);
+  `lu_solve`: a pivoted LU solve in plain XLA operations, for small systems inside sweeps
+  (jaxlib's batched LAPACK kernels can deadlock on XLA:CPU with several host devices).
 - `binary_exponent`, `times_power_of_two`: exact rescaling, for homogeneous quantities that
   would over- or underflow.
 
@@ -22,7 +24,7 @@ True
 from ._controller import default_controller as default_controller
 from ._diffeqsolve import diffeqsolve as diffeqsolve
 from ._hold import HoldArgs as HoldArgs
-from ._nnqp import NNQPSolution as NNQPSolution, nnqp as nnqp
+from ._nnqp import NNQPSolution as NNQPSolution, lu_solve as lu_solve, nnqp as nnqp
 from ._rosenbrock import (
     Rodas4 as Rodas4,
     Rodas5P as Rodas5P,
