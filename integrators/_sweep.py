@@ -8,8 +8,14 @@ seeds go in *chunks*; each chunk is one call of two compiled programs, both shar
     run(instance, **params) -> {name: array}  (the simulation; one seed in, arrays out)
 
 They are separate programs on purpose, and `make` runs unsharded: on XLA:CPU with several
-host devices, LAPACK (the QR of `orthogonal_data`) running on two devices at once, or in the
-same program as a long loop, was seen to deadlock.
+host devices, jaxlib's (0.10) LAPACK kernels deadlock once a call's batch is large (about
+5e5 flops: two 65 x 65 solves, or 200 of 16 x 16): the kernel splits the batch over the
+thread pool and blocks until it is done, and with as many devices running as pool threads no
+thread is left to do it. A batch of one system never splits. So `make` (the QR of
+`orthogonal_data`) runs unsharded, and the flows' small batched solves inside `run` use
+`theory.numerics.lu_solve` (plain XLA operations) instead of `jnp.linalg.solve`; a `run` of
+your own that calls batched LAPACK (`jnp.linalg.solve`/`eigh`/`svd` on stacks of matrices,
+or on one matrix under a batch `b` > 1) can hang the same way on CPU.
 
 Inside a device, `lax.map(..., batch_size=b)` vmaps `b` seeds at a time. The rule for `b`:
 the largest power of two whose compiled working set (XLA's memory analysis of one seed, times
