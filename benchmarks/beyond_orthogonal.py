@@ -116,7 +116,7 @@ def measure(o) -> dict:
         edges = np.r_[0.0, p["times"], ts[-1]]
         mids = 0.5 * (edges[:-1] + edges[1:])[:MAX_PLATEAUS]
         idx = np.clip(np.searchsorted(ts, mids), 0, ts.size - 1)
-        # the table shows every plateau's index of the first seed and the first plateau's of
+        # the table shows every plateau's index of the first kept seed and the first plateau's of
         # the others (a dense Hessian of m (n + 1) parameters each: 3,055 at n = 64)
         idx = idx if not morse else idx[:1]
         morse.append([int(_morse_index(o["a"][s][i], o["Z"][s][i], o["y"][s])) for i in idx])

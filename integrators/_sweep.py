@@ -12,10 +12,13 @@ host devices, jaxlib's (0.10) LAPACK kernels deadlock once a call's batch is lar
 5e5 flops: two 65 x 65 solves, or 200 of 16 x 16): the kernel splits the batch over the
 thread pool and blocks until it is done, and with as many devices running as pool threads no
 thread is left to do it. A batch of one system never splits. So `make` (the QR of
-`orthogonal_data`) runs unsharded, and the flows' small batched solves inside `run` use
-`theory.numerics.lu_solve` (plain XLA operations) instead of `jnp.linalg.solve`; a `run` of
-your own that calls batched LAPACK (`jnp.linalg.solve`/`eigh`/`svd` on stacks of matrices,
-or on one matrix under a batch `b` > 1) can hang the same way on CPU.
+`orthogonal_data`) runs unsharded, and `two_layer_flow`'s per-neuron sliding solves (and
+`gradient_flow`'s sliding solve) use `theory.numerics.lu_solve` (plain XLA operations).
+Still LAPACK, one system per seed: `vanishing_flow`'s inverse, the Rosenbrock solvers' and
+`diagonal_flow`'s LU; safe at a batch of one seed per device (what the batch rule gives
+their sweeps on CPU), not beyond. A `run` of your own that calls batched LAPACK
+(`jnp.linalg.solve`/`eigh`/`svd` on stacks of matrices, or on one matrix under a batch
+`b` > 1) can hang the same way on CPU.
 
 Inside a device, `lax.map(..., batch_size=b)` vmaps `b` seeds at a time. The rule for `b`:
 the largest power of two whose compiled working set (XLA's memory analysis of one seed, times

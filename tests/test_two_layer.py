@@ -161,7 +161,9 @@ print(np.max(np.abs(np.asarray(x) - np.linalg.solve(M, np.ones((2, 2, 65, 1)))[.
 def test_the_sliding_solve_does_not_hang_a_sweep_on_two_host_devices():
     # with jnp.linalg.solve (jaxlib 0.10's LAPACK splits a batch this size over the thread
     # pool and blocks) this program hung for good on two host devices
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env = dict(
+        os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu"
+    )
     proc = subprocess.run(
         [sys.executable, "-c", _TWO_DEVICES], capture_output=True, text=True, timeout=120,
         env=env, cwd=Path(__file__).parents[1],

@@ -2,9 +2,11 @@
 
     min_lam 1/2 lam^T G lam - b^T lam   subject to   lam >= 0   (G positive semidefinite),
 
-in plain XLA operations (jit- and vmap-able), the Cholesky solve it uses, and a pivoted LU
-solve for the flows' small systems (`lu_solve`). It terminates
+in plain XLA operations (jit- and vmap-able), and the Cholesky solve it uses. It terminates
 in finitely many steps at an exact KKT point. `theory.max_margin` solves its dual with it.
+
+Beside them, `lu_solve`: a pivoted LU solve in plain XLA operations, for the flows' small
+systems inside sweeps.
 """
 
 import jax
@@ -33,9 +35,9 @@ class NNQPSolution(AbstractSolution):
 def spd_solve(M, b):
     """M^{-1} b for symmetric positive definite M by Cholesky, in plain XLA operations.
 
-    Deliberately not `jnp.linalg.solve`: LAPACK custom calls inside a sharded program that
-    also runs a long loop were seen to deadlock on XLA:CPU (see `integrators.sweep`), and this
-    solver runs inside such programs. NaN where M is not positive definite.
+    Deliberately not `jnp.linalg.solve`: jaxlib's batched LAPACK kernels can deadlock a
+    sharded program on XLA:CPU (`lu_solve`), and this solver runs inside such programs. NaN
+    where M is not positive definite.
 
     >>> x = spd_solve(jnp.array([[4.0, 0.0], [0.0, 2.0]]), jnp.array([2.0, 1.0]))
     >>> [round(v, 12) for v in x.tolist()]
@@ -65,7 +67,8 @@ def lu_solve(M, b):
     over XLA:CPU's thread pool and block until it is done, and with as many host devices as
     pool threads every thread blocks: two host devices, `jnp.linalg.solve` on a batch of two
     65 x 65 systems (or 200 of 16 x 16) inside a loop hung for good (a single device, or one
-    system at a time, did not). Singular M gives non-finite entries, as LAPACK's does.
+    system at a time, did not). A singular M gives non-finite entries where LAPACK's
+    `getrf`/`getrs` do (a zero pivot is skipped, as there).
 
     >>> x = lu_solve(jnp.array([[0.0, 2.0], [4.0, 1.0]]), jnp.array([2.0, 9.0]))
     >>> [round(v, 12) for v in x.tolist()]
@@ -78,12 +81,13 @@ def lu_solve(M, b):
     def eliminate(i, A):
         p = jnp.argmax(jnp.where(rows >= i, jnp.abs(A[:, i]), -1.0))
         A = A.at[jnp.stack([i, p])].set(A[jnp.stack([p, i])])  # the pivot row to row i
-        factor = jnp.where(rows > i, A[:, i] / A[i, i], 0.0)
+        pivot = A[i, i]  # 0: the column is 0 from row i on, and left as it is (as LAPACK)
+        factor = jnp.where((rows > i) & (pivot != 0), A[:, i] / jnp.where(pivot != 0, pivot, 1), 0)
         return A - factor[:, None] * A[i][None, :]
 
     def substitute(j, x):
         i = k - 1 - j
-        return x.at[i].set((A[i, k] - A[i, :k] @ x) / A[i, i])
+        return x.at[i].set((A[i, k] - jnp.sum(A[i, :k] * x)) / A[i, i])  # no TF32 matmul
 
     x = jnp.zeros_like(b)
     if k <= _UNROLL:  # a loop's per-iteration cost on CPU dominates so small a system
