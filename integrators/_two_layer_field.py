@@ -4,6 +4,7 @@ sliding weights on a kink, the velocity, and the classification of kink events."
 import functools
 
 import equinox as eqx
+import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
@@ -51,8 +52,11 @@ def _weights_solve(M, b):
         return _solve(MtM + ridge, rhs)
 
     good = jnp.all(jnp.isfinite(sigma), axis=1, keepdims=True)
+    # the branch is taken by the whole batch under vmap (else both sides run, every time)
     return jax.lax.cond(
-        jnp.all(good), lambda: sigma, lambda: jnp.where(good, sigma, least_squares())
+        eqxi.unvmap_all(jnp.all(good)),
+        lambda: sigma,
+        lambda: jnp.where(good, sigma, least_squares()),
     )
 
 
@@ -95,12 +99,16 @@ def _sliding_weights(r, frame):
         most = jnp.max(jnp.sum(S, axis=1))
         sizes = [k for k in _COMPACT if k < n]
         branches = [single] + [functools.partial(compact, k=k) for k in sizes] + [full]
-        branch = jnp.searchsorted(jnp.asarray([1] + sizes), most)
+        # under vmap the batch takes the largest size any member needs (any size that holds
+        # the sets gives the same weights): a batched index would run every branch
+        branch = eqxi.unvmap_max(jnp.searchsorted(jnp.asarray([1] + sizes), most))
         sigma = jax.lax.switch(branch, branches, b_full)
         # still not finite (a sliding sample fitted exactly, r_i = 0): release the entry
         return jnp.where(S, jnp.where(jnp.isfinite(sigma), sigma, -1.0), 0.0)
 
-    return jax.lax.cond(jnp.any(S), solve, lambda: jnp.zeros_like(r, shape=S.shape))
+    return jax.lax.cond(
+        eqxi.unvmap_any(jnp.any(S)), solve, lambda: jnp.zeros_like(r, shape=S.shape)
+    )
 
 
 def _slopes(r, frame):
