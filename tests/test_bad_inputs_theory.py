@@ -468,6 +468,12 @@ CASES["max_margin"] += [
 
 
 # the solver machinery (theory.numerics)
+CASES["lu_solve"] = [
+    (lambda: TN.lu_solve(jnp.eye(3), jnp.ones(2)), ValueError, "`M` must have shape"),
+    (lambda: TN.lu_solve(jnp.ones((2, 3)), jnp.ones(2)), ValueError, "`M` must have shape"),
+    (lambda: TN.lu_solve(jnp.eye(2), jnp.ones((2, 1))), ValueError, "`b`"),
+]
+
 CASES["dense_shifted_solve"] = [
     (
         lambda: TN.dense_shifted_solve(lambda t, y, a: -y, 0.0, ONE1, None, NAN),

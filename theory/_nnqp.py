@@ -68,12 +68,19 @@ def lu_solve(M, b):
     pool threads every thread blocks: two host devices, `jnp.linalg.solve` on a batch of two
     65 x 65 systems (or 200 of 16 x 16) inside a loop hung for good (a single device, or one
     system at a time, did not). A singular M gives non-finite entries where LAPACK's
-    `getrf`/`getrs` do (a zero pivot is skipped, as there).
+    `getrf`/`getrs` do (a zero pivot is skipped, as there), and non-finite entries propagate;
+    shapes are checked (`ValueError`), values are not (it runs at every field evaluation).
 
     >>> x = lu_solve(jnp.array([[0.0, 2.0], [4.0, 1.0]]), jnp.array([2.0, 9.0]))
     >>> [round(v, 12) for v in x.tolist()]
     [2.0, 1.0]
     """
+    if jnp.ndim(b) != 1 or jnp.shape(M) != (jnp.shape(b)[0],) * 2:
+        raise ValueError(
+            f"`M` must have shape (k, k) and `b` (k,), got {jnp.shape(M)} and {jnp.shape(b)}"
+        )
+    dtype = jnp.result_type(jnp.asarray(M), jnp.asarray(b), float)
+    M, b = jnp.asarray(M, dtype), jnp.asarray(b, dtype)  # integer systems are converted
     k = b.shape[0]
     rows = jnp.arange(k)
     A = jnp.concatenate([M, b[:, None]], axis=1)
