@@ -283,11 +283,10 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
 
     window = min(T, _SAVE_WINDOW)
 
-    def segment(t0, state, mode, start):
-        """Solve from t0 to the next kink event or to the last of the `window` save times
-        from `start` on (the first unsaved one, or the last `window`)."""
+    def segment(t0, state, mode, ts_win):
+        """Solve from t0 to the next kink event or to the last of the save times `ts_win`
+        (the `window` from the first unsaved one, or the last `window`)."""
         frame = _Frame(G, y, tau, mode, slow)
-        ts_win = jax.lax.dynamic_slice_in_dim(ts, start, window)
         sol = diffeqsolve(
             diffrax.ODETerm(_vector_field),
             solver,
@@ -352,8 +351,8 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
 
     def body(c):
         start = jnp.minimum(jnp.sum(c["filled"]), T - window)  # saved times are a prefix
-        t1, final, stopped, saved, result, stats = segment(c["t"], c["state"], c["mode"], start)
         ts_win = jax.lax.dynamic_slice_in_dim(ts, start, window)
+        t1, final, stopped, saved, result, stats = segment(c["t"], c["state"], c["mode"], ts_win)
         filled_win = jax.lax.dynamic_slice_in_dim(c["filled"], start, window)
         take = (ts_win >= c["t"]) & (ts_win <= t1) & ~filled_win
 

@@ -126,9 +126,10 @@ def window(E0, psi, signs, y, active, fitted, s0, s1, save_ts=None):
         return 0.5 * jnp.mean(r * r)
 
     empty = s1 <= s0
+    start_loss = lambda: loss(s0, state0, args)  # noqa: E731  (what an empty window saves)
 
     def skip():
-        saved = None if save_ts is None else jnp.full(save_ts.shape, loss(s0, state0, args))
+        saved = None if save_ts is None else jnp.full(save_ts.shape, start_loss())
         return state0, RESULTS.successful, jnp.zeros((), jnp.int32), saved
 
     def solve():
@@ -156,7 +157,7 @@ def window(E0, psi, signs, y, active, fitted, s0, s1, save_ts=None):
         result = RESULTS.where(empty, RESULTS.successful, RESULTS.promote(sol.result))
         steps = jnp.where(empty, 0, sol.stats["num_steps"]).astype(jnp.int32)
         if save_ts is not None:  # the start's loss, even if the tiny step were rejected
-            saved = jnp.where(empty, loss(s0, state0, args), saved[0])
+            saved = jnp.where(empty, start_loss(), saved[0])
         return end, result, steps, (saved if save_ts is not None else None)
 
     (D, psi), result, steps, saved = jax.lax.cond(eqxi.unvmap_all(empty), skip, solve)

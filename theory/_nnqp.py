@@ -89,7 +89,8 @@ def lu_solve(M, b):
         p = jnp.argmax(jnp.where(rows >= i, jnp.abs(A[:, i]), -1.0))
         A = A.at[jnp.stack([i, p])].set(A[jnp.stack([p, i])])  # the pivot row to row i
         pivot = A[i, i]  # 0: the column is 0 from row i on, and left as it is (as LAPACK)
-        factor = jnp.where((rows > i) & (pivot != 0), A[:, i] / jnp.where(pivot != 0, pivot, 1), 0)
+        nonzero = pivot != 0
+        factor = jnp.where((rows > i) & nonzero, A[:, i] / jnp.where(nonzero, pivot, 1), 0)
         return A - factor[:, None] * A[i][None, :]
 
     def substitute(j, x):

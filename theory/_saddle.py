@@ -108,9 +108,9 @@ def saddle_jumps(
     **Returns:** a `SaddleJumpsSolution`, padded to K = min(m, n) jumps. Jit-compiled; `jax.vmap`
     over a leading seed axis for batches (vmapped, each of the finite-alpha prediction's
     2K + 3 window solves runs until the slowest seed's is done: on a CPU, `jax.lax.map` is
-    about twice as fast). Bad shapes or signs
-    raise `ValueError` (under an outer `jit`, bad signs raise through `eqx.error_if`). A failed
-    fast-phase solve shows in `result` (`ok` is False).
+    about twice as fast). Bad shapes or signs raise `ValueError` (under an outer `jit`, bad
+    signs raise through `eqx.error_if`). A failed fast-phase solve shows in `result` (`ok` is
+    False).
 
     One neuron, one sample: D = 1, so t_1 = 1, a = 1 and the cost is 1.
 
