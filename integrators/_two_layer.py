@@ -111,6 +111,7 @@ from ._two_layer_field import (
     _Frame,
     _initial,
     _residual,
+    _sliding_factor,
     _to_model,
     _vector_field,
 )
@@ -286,18 +287,24 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
     def segment(t0, state, mode, ts_win):
         """Solve from t0 to the next kink event or to the last of the save times `ts_win`
         (the `window` from the first unsaved one, or the last `window`)."""
-        frame = _Frame(G, y, tau, mode, slow)
+        # the pattern holds until the next event: the sliding systems' inverses formed once
+        frame = _Frame(G, y, tau, mode, slow, _sliding_factor(G, mode))
+        # an entry already past its kink (a sliding weight that rounding put a hair outside
+        # [0, 1] when the pattern was set): its crossing would never be seen, so the segment
+        # ends where it starts, with an event there
+        past = _event_condition(t0, state, frame) < 0
+        t1 = jnp.where(past, t0, ts_win[-1])
         sol = diffeqsolve(
             diffrax.ODETerm(_vector_field),
             solver,
             t0=t0,
-            t1=ts_win[-1],
+            t1=t1,
             dt0=None,
             y0=state,
             args=frame,
             saveat=diffrax.SaveAt(
                 subs=[
-                    diffrax.SubSaveAt(ts=jnp.clip(ts_win, t0, ts_win[-1]), fn=save),
+                    diffrax.SubSaveAt(ts=jnp.clip(ts_win, t0, t1), fn=save),
                     diffrax.SubSaveAt(t1=True),
                 ]
             ),
@@ -311,7 +318,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
         )
         saved, final = sol.ys
         final = jax.tree_util.tree_map(lambda leaf: leaf[-1], final)
-        stopped = jnp.asarray(sol.event_mask)
+        stopped = jnp.asarray(sol.event_mask) | past
         result = RESULTS.where(
             sol.result == diffrax.RESULTS.event_occurred,
             RESULTS.successful,
@@ -321,7 +328,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
         return sol.ts[1][-1], final, stopped, saved, result, sol.stats
 
     def new_pattern(state, mode):
-        frame = _Frame(G, y, tau, mode, slow)
+        frame = _Frame(G, y, tau, mode, slow, _sliding_factor(G, mode))  # as the segment's
         _, pz, _, sigma, _, g_z = _field_parts(*state, frame)  # one solve for sigma
         dist = _distance_of(mode, pz, sigma)
         first = jnp.arange(dist.size).reshape(dist.shape) == jnp.argmin(dist)

@@ -17,7 +17,19 @@ INACTIVE, ACTIVE, SLIDING = 0, 1, 2
 _KINK_TOL = 1e-9  # pre-activations (in units of the neuron's size) treated as on the kink
 _NUDGE = 1e-13  # where a classified entry restarts, on its side of the kink
 _RELEASE_ROUNDS = 6  # consistency and release rounds after a kink event
-_COMPACT = (4, 16)  # sizes of the small systems the sliding sets are gathered into
+_COMPACT = (4, 16, 32, 64, 128)  # sizes of the small systems the sliding sets are gathered into
+
+
+class _SlidingFactor(eqx.Module):
+    """The inverses of the sliding systems of one pattern, for every field evaluation until the
+    next kink event: neuron j's sliding weights solve (G (r * s_j))_S = 0 on its sliding set
+    S, i.e. G_SS u_S = b_S with u = r * sigma and b_i = -(G (r * 1_active))_i, and G_SS does
+    not change between events while r does. So G_SS^{-1} is formed once per event (gathered
+    into a k x k block, k the smallest of `_COMPACT` and n that holds the largest set) and
+    each evaluation costs a matrix-vector product instead of a solve."""
+
+    idx: tuple  # per compact size k: (m, k) indices of the sliding entries, first
+    inv: tuple  # per size (compact ones, then n): (m, k, k) inverses of G_SS, I elsewhere
 
 
 class _Frame(eqx.Module):
@@ -26,6 +38,7 @@ class _Frame(eqx.Module):
     tau: Float[Array, ""]
     mode: Int[Array, "m n"]
     slow: Float[Array, ""]  # below this speed an entry restarts further off the kink
+    factor: _SlidingFactor | None = None  # `_sliding_factor(G, mode)`, or solve each time
 
 
 def _residual(kappa, psi, frame):
@@ -36,20 +49,22 @@ def _residual(kappa, psi, frame):
 # per neuron, in plain XLA operations: jaxlib's batched LAPACK deadlocks a sweep on XLA:CPU
 # with several host devices once the systems are large (`theory.numerics.lu_solve`)
 _solve = jax.vmap(lu_solve)
+_solve_looped = jax.vmap(functools.partial(lu_solve, unroll=False))  # less to compile
 
 
-def _weights_solve(M, b):
+def _weights_solve(M, b, unroll=True):
     """sigma from M sigma = b per neuron (batched), by least squares of a slightly regularized
     system where M is singular (duplicated inputs sliding together: the weights are not
     unique)."""
-    sigma = _solve(M, b)
+    solve = _solve if unroll else _solve_looped
+    sigma = solve(M, b)
 
     def least_squares():
         eye = jnp.eye(M.shape[-1], dtype=M.dtype)
         MtM = jnp.einsum("jki,jkl->jil", M, M)
         ridge = 1e-14 * jnp.max(jnp.abs(MtM), axis=(1, 2), keepdims=True) * eye[None]
         rhs = jnp.einsum("jki,jk->ji", M, b)
-        return _solve(MtM + ridge, rhs)
+        return solve(MtM + ridge, rhs)
 
     good = jnp.all(jnp.isfinite(sigma), axis=1, keepdims=True)
     # the branch is taken by the whole batch under vmap (else both sides run, every time)
@@ -60,22 +75,75 @@ def _weights_solve(M, b):
     )
 
 
+def _sizes(n):
+    return [k for k in _COMPACT if k < n]
+
+
+def _branch(S):
+    """0: at most one sliding entry per neuron; then the smallest compact size that holds the
+    largest set, then n. Under vmap the batch takes the largest any member needs (any size
+    that holds the sets gives the same weights): a batched index would run every branch."""
+    most = jnp.max(jnp.sum(S, axis=1))
+    return eqxi.unvmap_max(jnp.searchsorted(jnp.asarray([1] + _sizes(S.shape[1])), most))
+
+
+def _gathered(S, k):
+    """(m, k) indices of each neuron's sliding entries (first, in order) and which are."""
+    n = S.shape[1]
+    _, idx = jax.lax.top_k(jnp.where(S, n - jnp.arange(n), 0), k)
+    return idx, jnp.take_along_axis(S, idx, axis=1)
+
+
+def _sliding_factor(G, mode) -> _SlidingFactor:
+    """`_SlidingFactor` of the pattern `mode`: only the inverses of its branch are formed."""
+    S = mode == SLIDING
+    m, n = S.shape
+    sizes = _sizes(n)
+    branch = _branch(S)
+
+    def blocks(which):
+        idx, inv = [], []
+        for i, k in enumerate(sizes + [n]):
+            if i + 1 != which:
+                idx.append(jnp.zeros((m, k), jnp.int32))
+                inv.append(jnp.zeros((m, k, k), G.dtype))
+                continue
+            if k < n:
+                ix, valid = _gathered(S, k)
+                block = G[ix[:, :, None], ix[:, None, :]]
+            else:
+                ix, valid = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), (m, n)), S
+                block = jnp.broadcast_to(G, (m, n, n))
+            both = valid[:, :, None] & valid[:, None, :]
+            eye = jnp.eye(k, dtype=G.dtype)
+            idx.append(ix.astype(jnp.int32))
+            inv.append(_solve(jnp.where(both, block, eye), jnp.broadcast_to(eye, (m, k, k))))
+        return tuple(idx[:-1]), tuple(inv)
+
+    branches = [functools.partial(blocks, i) for i in range(len(sizes) + 2)]
+    return _SlidingFactor(*jax.lax.switch(branch, branches))
+
+
 def _sliding_weights(r, frame):
     """sigma (m, n) on the sliding entries: (G (r * s_j))_S = 0 for each neuron's set S.
 
-    Each neuron's system is as large as its sliding set, rarely more than a few entries: the
-    sets are gathered into the smallest of 1 x 1 (solved by a division), 4 x 4 and 16 x 16
-    systems that holds the largest (the full n x n ones beyond), since this solve runs at
-    every field evaluation, and neurons typically slide on a few samples at once while the
-    full n x n systems would cost O(n^3) each time."""
+    Each neuron's system is as large as its sliding set, often a few entries, at times a
+    third of the samples: the sets are gathered into the smallest of 1 x 1 (solved by a
+    division), 4 x 4, 16 x 16, 32 x 32, ... systems that holds the largest (the full n x n
+    ones beyond 128). With the frame's
+    `_SlidingFactor` (the flow's segments between kink events) the inverses are formed once
+    per event and applied here; without it (or where they give non-finite weights: a singular
+    G_SS, a sliding sample fitted exactly) each evaluation solves its systems."""
     S = frame.mode == SLIDING
     n = r.shape[0]
+    # with a factor the direct solves are a rare fallback, traced at every evaluation: looped
+    unroll = frame.factor is None
 
     def full(b_full):
         eye = jnp.eye(n, dtype=r.dtype)
         both = S[:, :, None] & S[:, None, :]
         M = jnp.where(both, frame.G[None] * r[None, None, :], eye[None])
-        return _weights_solve(M, jnp.where(S, b_full, 0.0))
+        return _weights_solve(M, jnp.where(S, b_full, 0.0), unroll)
 
     def single(b_full):
         # one sliding entry per neuron: (G (r * s_j))_i = 0 gives sigma directly
@@ -83,26 +151,45 @@ def _sliding_weights(r, frame):
         return jnp.where(S, b_full / jnp.where(S, den, 1.0), 0.0)
 
     def compact(b_full, k):
-        _, idx = jax.lax.top_k(jnp.where(S, n - jnp.arange(n), 0), k)  # sliding ones first
-        valid = jnp.take_along_axis(S, idx, axis=1)
+        idx, valid = _gathered(S, k)
         both = valid[:, :, None] & valid[:, None, :]
         eye = jnp.eye(k, dtype=r.dtype)
         M = jnp.where(both, frame.G[idx[:, :, None], idx[:, None, :]] * r[idx][:, None, :], eye)
         b = jnp.where(valid, jnp.take_along_axis(b_full, idx, axis=1), 0.0)
-        small = jnp.where(valid, _weights_solve(M, b), 0.0)
+        small = jnp.where(valid, _weights_solve(M, b, unroll), 0.0)
         rows = jnp.arange(S.shape[0])[:, None]
         return jnp.zeros(S.shape, r.dtype).at[rows, idx].add(small)
+
+    def applied(b_full, i):
+        f = frame.factor
+        if i < len(f.idx):  # a compact size: u = G_SS^{-1} b on the gathered entries
+            idx = f.idx[i]
+            valid = jnp.take_along_axis(S, idx, axis=1)
+            b = jnp.where(valid, jnp.take_along_axis(b_full, idx, axis=1), 0.0)
+            u = jnp.sum(f.inv[i] * b[:, None, :], axis=2)  # no matmul (no TF32 on GPUs)
+            small = jnp.where(valid, u / jnp.where(valid, r[idx], 1.0), 0.0)
+            rows = jnp.arange(S.shape[0])[:, None]
+            return jnp.zeros(S.shape, r.dtype).at[rows, idx].add(small)
+        u = jnp.sum(f.inv[i] * jnp.where(S, b_full, 0.0)[:, None, :], axis=2)
+        return jnp.where(S, u / jnp.where(S, r[None, :], 1.0), 0.0)
 
     def solve():
         # b_i = -(G (r * s_j))_i over the active entries, for i in S
         b_full = -(jnp.where(frame.mode == ACTIVE, r[None, :], 0.0) @ frame.G)
-        most = jnp.max(jnp.sum(S, axis=1))
-        sizes = [k for k in _COMPACT if k < n]
+        sizes = _sizes(n)
         branches = [single] + [functools.partial(compact, k=k) for k in sizes] + [full]
-        # under vmap the batch takes the largest size any member needs (any size that holds
-        # the sets gives the same weights): a batched index would run every branch
-        branch = eqxi.unvmap_max(jnp.searchsorted(jnp.asarray([1] + sizes), most))
-        sigma = jax.lax.switch(branch, branches, b_full)
+        branch = _branch(S)
+        if frame.factor is None:
+            sigma = jax.lax.switch(branch, branches, b_full)
+        else:
+            fast = [single] + [functools.partial(applied, i=i) for i in range(len(sizes) + 1)]
+            sigma = jax.lax.switch(branch, fast, b_full)
+            # the fallback solves the n x n systems (one branch to compile, not one per size)
+            sigma = jax.lax.cond(
+                eqxi.unvmap_all(jnp.all(jnp.isfinite(sigma))),
+                lambda: sigma,
+                lambda: jax.lax.cond(branch == 0, single, full, b_full),
+            )
         # still not finite (a sliding sample fitted exactly, r_i = 0): release the entry
         return jnp.where(S, jnp.where(jnp.isfinite(sigma), sigma, -1.0), 0.0)
 
@@ -189,7 +276,10 @@ def _classify(state, frame, candidates):
     mode = jnp.where(candidates & (frame.mode == SLIDING), INACTIVE, frame.mode)
 
     def with_mode(mode):
-        return eqx.tree_at(lambda f: f.mode, frame, mode)
+        # the weights as the flow's segments evaluate them (`_SlidingFactor`), to the bit: a
+        # weight that the classification keeps inside [0, 1] by rounding must not start the
+        # next segment outside it, where its event, already past, would never fire
+        return _Frame(frame.G, frame.y, frame.tau, mode, frame.slow, _sliding_factor(frame.G, mode))
 
     pa, _, r, sigma, _, _ = _field_parts(kappa, psi, with_mode(mode))
     s = jnp.where(mode == ACTIVE, 1.0, jnp.where(mode == SLIDING, sigma, 0.0))

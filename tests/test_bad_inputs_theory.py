@@ -471,7 +471,8 @@ CASES["max_margin"] += [
 CASES["lu_solve"] = [
     (lambda: TN.lu_solve(jnp.eye(3), jnp.ones(2)), ValueError, "`M` must have shape"),
     (lambda: TN.lu_solve(jnp.ones((2, 3)), jnp.ones(2)), ValueError, "`M` must have shape"),
-    (lambda: TN.lu_solve(jnp.eye(2), jnp.ones((2, 1))), ValueError, "`b`"),
+    (lambda: TN.lu_solve(jnp.eye(2), jnp.ones((2, 1, 1))), ValueError, "`b`"),
+    (lambda: TN.lu_solve(jnp.eye(2), jnp.ones((3, 2))), ValueError, "`M` must have shape"),
 ]
 
 CASES["dense_shifted_solve"] = [

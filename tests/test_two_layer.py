@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -170,3 +171,64 @@ def test_the_sliding_solve_does_not_hang_a_sweep_on_two_host_devices():
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert float(proc.stdout) < 1e-12
+
+
+def test_sliding_weights_from_the_per_event_inverses_are_the_direct_solves():
+    # the flow forms G_SS^{-1} once per kink event (`_sliding_factor`) and applies it at every
+    # evaluation; each branch (sets of 1, up to 4, 16 and all 20 entries) against numpy's
+    # solve of (G (r * s_j))_S = 0, and the degenerate cases (a duplicated input sliding with
+    # its copy, a sliding sample fitted exactly) as the direct solves give them
+    from integrators import _two_layer_field as F
+
+    n, m = 20, 4
+    X = _correlated(n, 0.3)
+    G = X @ X.T
+    rng = np.random.default_rng(0)
+    r = jnp.asarray(rng.normal(size=n))
+
+    @jax.jit
+    def weights(mode, G=G, r=r):  # one compilation: the branch is taken at run time
+        frame = F._Frame(G, jnp.zeros(n), jnp.asarray(1.0), mode, jnp.asarray(1e-10))
+        factored = eqx.tree_at(lambda f: f.factor, frame, F._sliding_factor(G, mode),
+                               is_leaf=lambda x: x is None)  # fmt: skip
+        return F._sliding_weights(r, frame), F._sliding_weights(r, factored)
+
+    for most in (1, 3, 10, 18):
+        sizes = [most] + list(rng.integers(0, most + 1, size=m - 1))
+        mode = np.full((m, n), F.INACTIVE)
+        for j, k in enumerate(sizes):
+            perm = rng.permutation(n)
+            mode[j, perm[: n // 10]] = F.ACTIVE
+            mode[j, perm[n // 10 : n // 10 + k]] = F.SLIDING
+        direct, factored = weights(jnp.asarray(mode))
+        Gn, rn = np.asarray(G), np.asarray(r)
+        for j in range(m):
+            S, A = mode[j] == F.SLIDING, mode[j] == F.ACTIVE
+            u = np.linalg.solve(Gn[np.ix_(S, S)], -Gn[np.ix_(S, A)] @ rn[A])
+            np.testing.assert_allclose(np.asarray(factored)[j, S], u / rn[S], rtol=1e-9)
+            assert np.all(np.asarray(factored)[j, ~S] == 0.0)
+        np.testing.assert_allclose(factored, direct, rtol=1e-9, atol=1e-12)
+    # a duplicated input (G_SS singular) and a fitted sliding sample (r_i = 0)
+    Xd = X.at[1].set(X[0])
+    mode = jnp.full((m, n), F.INACTIVE).at[:, 5:12].set(F.ACTIVE).at[0, :2].set(F.SLIDING)
+    mode = mode.at[1, 2:4].set(F.SLIDING)
+    for G_, r_ in ((Xd @ Xd.T, r), (G, r.at[2].set(0.0))):
+        direct, factored = weights(mode, G_, r_)
+        assert np.all(np.isfinite(np.asarray(direct)))
+        np.testing.assert_array_equal(factored, direct)
+
+
+def test_lu_solve_against_numpy():
+    from theory.numerics import lu_solve
+
+    solve = jax.jit(lu_solve, static_argnames="unroll")
+    rng = np.random.default_rng(0)
+    for k in (1, 5, 17):
+        M, b, B = rng.normal(size=(k, k)), rng.normal(size=k), rng.normal(size=(k, 3))
+        for unroll in (True, False):  # unrolled up to k = 16, else (and for False) a loop
+            x = solve(jnp.asarray(M), jnp.asarray(b), unroll=unroll)
+            np.testing.assert_allclose(x, np.linalg.solve(M, b), rtol=1e-9, atol=1e-11)
+            Y = solve(jnp.asarray(M), jnp.asarray(B), unroll=unroll)
+            np.testing.assert_allclose(Y, np.linalg.solve(M, B), rtol=1e-9, atol=1e-11)
+    # singular: non-finite entries (as LAPACK's getrf/getrs), not a finite wrong answer
+    assert not np.all(np.isfinite(solve(jnp.asarray(M).at[0].set(0.0), jnp.asarray(b))))

@@ -60,30 +60,35 @@ def spd_solve(M, b):
 _UNROLL = 16  # `lu_solve` unrolls its loops up to this size
 
 
-def lu_solve(M, b):
-    """M^{-1} b by Gaussian elimination with partial pivoting, in plain XLA operations; batch
-    it with `jax.vmap`. For the small systems that the flows solve at every field evaluation
-    inside sweeps: jaxlib's LAPACK kernels (0.10) split a batch whose work passes ~5e5 flops
-    over XLA:CPU's thread pool and block until it is done, and with as many host devices as
-    pool threads every thread blocks: two host devices, `jnp.linalg.solve` on a batch of two
-    65 x 65 systems (or 200 of 16 x 16) inside a loop hung for good (a single device, or one
-    system at a time, did not). A singular M gives non-finite entries where LAPACK's
-    `getrf`/`getrs` do (a zero pivot is skipped, as there), and non-finite entries propagate;
-    shapes are checked (`ValueError`), values are not (it runs at every field evaluation).
+def lu_solve(M, b, *, unroll: bool = True):
+    """M^{-1} b by Gaussian elimination with partial pivoting, in plain XLA operations; b is
+    one right-hand side (k,) or several (k, p) (M^{-1} from b = I); batch it with `jax.vmap`.
+    For the small systems that the flows solve at every field evaluation inside sweeps:
+    jaxlib's LAPACK kernels (0.10) split a batch whose work passes ~5e5 flops over XLA:CPU's
+    thread pool and block until it is done, and with as many host devices as pool threads
+    every thread blocks: two host devices, `jnp.linalg.solve` on a batch of two 65 x 65
+    systems (or 200 of 16 x 16) inside a loop hung for good (a single device, or one system
+    at a time, did not). A singular M gives non-finite entries where LAPACK's `getrf`/`getrs`
+    do (a zero pivot is skipped, as there), and non-finite entries propagate; shapes are
+    checked (`ValueError`), values are not (it runs at every field evaluation). The loops are
+    unrolled up to k = 16 (`unroll=False`: never, a smaller program to compile).
 
     >>> x = lu_solve(jnp.array([[0.0, 2.0], [4.0, 1.0]]), jnp.array([2.0, 9.0]))
     >>> [round(v, 12) for v in x.tolist()]
     [2.0, 1.0]
     """
-    if jnp.ndim(b) != 1 or jnp.shape(M) != (jnp.shape(b)[0],) * 2:
+    k = jnp.shape(b)[0] if jnp.ndim(b) in (1, 2) else -1
+    if jnp.shape(M) != (k, k):
         raise ValueError(
-            f"`M` must have shape (k, k) and `b` (k,), got {jnp.shape(M)} and {jnp.shape(b)}"
+            f"`M` must have shape (k, k) and `b` (k,) or (k, p), got {jnp.shape(M)} and "
+            f"{jnp.shape(b)}"
         )
     dtype = jnp.result_type(jnp.asarray(M), jnp.asarray(b), float)
     M, b = jnp.asarray(M, dtype), jnp.asarray(b, dtype)  # integer systems are converted
-    k = b.shape[0]
+    vector = b.ndim == 1
+    B = b[:, None] if vector else b
     rows = jnp.arange(k)
-    A = jnp.concatenate([M, b[:, None]], axis=1)
+    A = jnp.concatenate([M, B], axis=1)
 
     def eliminate(i, A):
         p = jnp.argmax(jnp.where(rows >= i, jnp.abs(A[:, i]), -1.0))
@@ -95,17 +100,19 @@ def lu_solve(M, b):
 
     def substitute(j, x):
         i = k - 1 - j
-        return x.at[i].set((A[i, k] - jnp.sum(A[i, :k] * x)) / A[i, i])  # no TF32 matmul
+        # no matmul (no TF32 on GPUs)
+        return x.at[i].set((A[i, k:] - jnp.sum(A[i, :k, None] * x, axis=0)) / A[i, i])
 
-    x = jnp.zeros_like(b)
-    if k <= _UNROLL:  # a loop's per-iteration cost on CPU dominates so small a system
+    x = jnp.zeros_like(B)
+    if unroll and k <= _UNROLL:  # a loop's per-iteration cost on CPU dominates so small a system
         for i in range(k):
             A = eliminate(i, A)
         for j in range(k):
             x = substitute(j, x)
-        return x
-    A = jax.lax.fori_loop(0, k, eliminate, A)
-    return jax.lax.fori_loop(0, k, substitute, x)
+    else:
+        A = jax.lax.fori_loop(0, k, eliminate, A)
+        x = jax.lax.fori_loop(0, k, substitute, x)
+    return x[:, 0] if vector else x
 
 
 def nnqp(G, b, *, tol, max_steps: int, throw: bool = False) -> NNQPSolution:
