@@ -23,7 +23,8 @@ orthonormal inputs), `gradient_flow` with a per-neuron log scale (`units=`) and 
 Writes `results.json` (`rows`, one per setting; `solvers`), `losses.png` (loss curves per c),
 `deviation.png` (first-jump ratio and cost ratio against c at both alphas) to `--out`.
 
-    python -m benchmarks.beyond_orthogonal [--seeds 8] [--n 16]
+    python -m benchmarks.beyond_orthogonal [--seeds 8] [--n 16] [--cs 0 1e-6 ...]
+        [--d-over-n 1 2 ...] [--no-solvers]
 """
 
 import equinox as eqx
@@ -360,10 +361,17 @@ def main(argv=None) -> dict:
     p.add_argument("--n", type=int, default=16, help="samples n")
     p.add_argument("--width", type=int, default=None, help="neurons m (default: width rule)")
     p.add_argument("--no-solvers", action="store_true", help="skip the solver comparison")
+    p.add_argument("--cs", type=float, nargs="+", default=CS, help="correlations c")
+    p.add_argument(
+        "--d-over-n", type=float, nargs="*", default=D_OVER_N,
+        help="Gaussian inputs' d / n (none: correlated inputs only)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     if args.n < 2 or args.seeds < 1:
         p.error(f"--n must be >= 2 and --seeds >= 1, got {args.n} and {args.seeds}")
-    kw = {}
+    if not all(0.0 <= c < 1.0 for c in args.cs) or not all(r > 0 for r in args.d_over_n):
+        p.error(f"--cs must be in [0, 1) and --d-over-n > 0, got {args.cs}, {args.d_over_n}")
+    kw = dict(cs=tuple(args.cs), d_over_n=tuple(args.d_over_n))
     if args.quick:
         args.n, args.seeds = 6, 2
         kw = dict(cs=(0.0, 0.1), d_over_n=(2,), ps=(10,), max_steps=5_000)
