@@ -9,7 +9,7 @@ from benchmarks._common import pyplot, save_figure
 def _correlated_rows(results, p):
     return [
         (i, r) for i, r in enumerate(results["rows"])
-        if r["inputs"] == "correlated" and np.isclose(r["alpha"], 10.0**-p)
+        if r["inputs"] == "correlated" and np.isclose(r["alpha"], 10.0**-p, rtol=1e-6, atol=0)
     ]  # fmt: skip
 
 

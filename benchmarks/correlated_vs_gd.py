@@ -8,7 +8,7 @@ The reference is GD at eta = 5e-3, 2.5e-3 and 1.25e-3 extrapolated to step 0
 interpolates, and a relative error of a loss near 0 says nothing). Prints one line per
 setting.
 
-    python -m benchmarks.correlated_vs_gd [--seeds 8]
+    python -m benchmarks.correlated_vs_gd [--seeds 8] [--n 16]
 """
 
 import jax
@@ -39,14 +39,18 @@ def check(c, p, seed, n=16):
 
 
 def main(argv=None) -> None:
-    args = parser("correlated_vs_gd", __doc__.splitlines()[0], default_seeds=8).parse_args(argv)
+    ap = parser("correlated_vs_gd", __doc__.splitlines()[0], default_seeds=8)
+    ap.add_argument("--n", type=int, default=16, help="samples n (m from `coverage_width`)")
+    args = ap.parse_args(argv)
+    if args.n < 2:
+        ap.error(f"--n must be >= 2, got {args.n}")
     enable_float64()
     for c, p in SETTINGS:
-        out = [check(c, p, s) for s in range(args.seeds)]
+        out = [check(c, p, s, n=args.n) for s in range(args.seeds)]
         oks, errs, uncs = zip(*out, strict=True)
         print(
-            f"c = {c:g}, alpha = 1e-{p}: ok {sum(oks)}/{len(oks)}; flow vs GD extrapolated: "
-            f"median {np.median(errs):.1e}, max {max(errs):.1e}; the reference's own "
+            f"n = {args.n}, c = {c:g}, alpha = 1e-{p}: ok {sum(oks)}/{len(oks)}; flow vs GD "
+            f"extrapolated: median {np.median(errs):.1e}, max {max(errs):.1e}; the reference's own "
             f"uncertainty: median {np.median(uncs):.1e}, max {max(uncs):.1e}",
             flush=True,
         )

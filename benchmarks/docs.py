@@ -29,6 +29,7 @@ BENCHMARKS = {
     "jump_times": "Saddle-to-saddle jumps: Algorithm 1 against the rescaled flow",
     "alpha_limit": "The alpha -> 0 limit: the vanishing-initialization flow and its solvers",
     "beyond_orthogonal": "Beyond orthogonal inputs: correlated and Gaussian inputs, and the flows",
+    "beyond_orthogonal_n64": "Beyond orthogonal inputs at n = 64: the correlated limits",
     "diagonal_networks": "Diagonal linear networks: the jump process against the exact flow",
     "teacher_student": "Gaussian teacher-student: population flow, plateaus and saddles",
     "saddles": "Critical points of any model: polishing and Morse indices",
@@ -46,6 +47,7 @@ COMMANDS = {
     "phase_transition_tails": "phase_transition --noise student-t --dof 2.5 3 4 8",
     "phase_transition_label_noise": "phase_transition --label-noise 0 0.05 0.1 0.2",
     "multi_index_finite_sample": "multi_index --samples 50000",
+    "beyond_orthogonal_n64": "beyond_orthogonal --n 64 --cs 0 1e-6 0.1 --d-over-n --no-solvers",
 }
 DROP = ("curves", "curve", "directions", "signs", "y")  # plot and instance data
 ROOT = Path(__file__).resolve().parent.parent / "docs"

@@ -130,10 +130,10 @@ def _sliding_weights(r, frame):
     Each neuron's system is as large as its sliding set, often a few entries, at times a
     third of the samples: the sets are gathered into the smallest of 1 x 1 (solved by a
     division), 4 x 4, 16 x 16, 32 x 32, ... systems that holds the largest (the full n x n
-    ones beyond 128). With the frame's
-    `_SlidingFactor` (the flow's segments between kink events) the inverses are formed once
-    per event and applied here; without it (or where they give non-finite weights: a singular
-    G_SS, a sliding sample fitted exactly) each evaluation solves its systems."""
+    ones beyond 128). With the frame's `_SlidingFactor` (the flow's segments and kink events)
+    the inverses are formed once per pattern and applied here; without it (or where they give
+    non-finite weights: a singular G_SS, a sliding sample fitted exactly) each evaluation
+    solves its systems."""
     S = frame.mode == SLIDING
     n = r.shape[0]
     # with a factor the direct solves are a rare fallback, traced at every evaluation: looped
@@ -184,11 +184,13 @@ def _sliding_weights(r, frame):
         else:
             fast = [single] + [functools.partial(applied, i=i) for i in range(len(sizes) + 1)]
             sigma = jax.lax.switch(branch, fast, b_full)
-            # the fallback solves the n x n systems (one branch to compile, not one per size)
+            # the fallback solves the n x n systems (one branch to compile, not one per size),
+            # for the neurons whose weights are not finite (the others keep theirs, to the bit)
+            good = jnp.all(jnp.isfinite(sigma), axis=1, keepdims=True)
             sigma = jax.lax.cond(
-                eqxi.unvmap_all(jnp.all(jnp.isfinite(sigma))),
+                eqxi.unvmap_all(jnp.all(good)),
                 lambda: sigma,
-                lambda: jax.lax.cond(branch == 0, single, full, b_full),
+                lambda: jnp.where(good, sigma, jax.lax.cond(branch == 0, single, full, b_full)),
             )
         # still not finite (a sliding sample fitted exactly, r_i = 0): release the entry
         return jnp.where(S, jnp.where(jnp.isfinite(sigma), sigma, -1.0), 0.0)
