@@ -175,12 +175,12 @@ def test_the_sliding_solve_does_not_hang_a_sweep_on_two_host_devices():
 
 def test_sliding_weights_from_the_per_event_inverses_are_the_direct_solves():
     # the flow forms G_SS^{-1} once per kink event (`_sliding_factor`) and applies it at every
-    # evaluation; each branch (sets of 1, up to 4, 16 and all 20 entries) against numpy's
+    # evaluation; each branch (sets of 1, up to 4 and all 6 entries) against numpy's
     # solve of (G (r * s_j))_S = 0, and the degenerate cases (a duplicated input sliding with
     # its copy, a sliding sample fitted exactly) as the direct solves give them
     from integrators import _two_layer_field as F
 
-    n, m = 20, 4
+    n, m = 6, 4
     X = _correlated(n, 0.3)
     G = X @ X.T
     rng = np.random.default_rng(0)
@@ -193,13 +193,13 @@ def test_sliding_weights_from_the_per_event_inverses_are_the_direct_solves():
                                is_leaf=lambda x: x is None)  # fmt: skip
         return F._sliding_weights(r, frame), F._sliding_weights(r, factored)
 
-    for most in (1, 3, 10, 18):
+    for most in (1, 3, 5):
         sizes = [most] + list(rng.integers(0, most + 1, size=m - 1))
         mode = np.full((m, n), F.INACTIVE)
         for j, k in enumerate(sizes):
             perm = rng.permutation(n)
-            mode[j, perm[: n // 10]] = F.ACTIVE
-            mode[j, perm[n // 10 : n // 10 + k]] = F.SLIDING
+            mode[j, perm[:1]] = F.ACTIVE
+            mode[j, perm[1 : 1 + k]] = F.SLIDING
         direct, factored = weights(jnp.asarray(mode))
         Gn, rn = np.asarray(G), np.asarray(r)
         for j in range(m):
@@ -210,12 +210,14 @@ def test_sliding_weights_from_the_per_event_inverses_are_the_direct_solves():
         np.testing.assert_allclose(factored, direct, rtol=1e-9, atol=1e-12)
     # a duplicated input (G_SS singular) and a fitted sliding sample (r_i = 0)
     Xd = X.at[1].set(X[0])
-    mode = jnp.full((m, n), F.INACTIVE).at[:, 5:12].set(F.ACTIVE).at[0, :2].set(F.SLIDING)
+    mode = jnp.full((m, n), F.INACTIVE).at[:, 4:].set(F.ACTIVE).at[0, :2].set(F.SLIDING)
     mode = mode.at[1, 2:4].set(F.SLIDING)
-    for G_, r_ in ((Xd @ Xd.T, r), (G, r.at[2].set(0.0))):
+    for G_, r_, j in ((Xd @ Xd.T, r, 0), (G, r.at[2].set(0.0), 1)):
         direct, factored = weights(mode, G_, r_)
         assert np.all(np.isfinite(np.asarray(direct)))
-        np.testing.assert_array_equal(factored, direct)
+        # neuron j's weights come from the direct solve; the others' from their inverses
+        np.testing.assert_array_equal(factored[j], direct[j])
+        np.testing.assert_allclose(factored, direct, rtol=1e-9, atol=1e-15)
 
 
 def test_lu_solve_against_numpy():
@@ -223,12 +225,10 @@ def test_lu_solve_against_numpy():
 
     solve = jax.jit(lu_solve, static_argnames="unroll")
     rng = np.random.default_rng(0)
-    for k in (1, 5, 17):
-        M, b, B = rng.normal(size=(k, k)), rng.normal(size=k), rng.normal(size=(k, 3))
-        for unroll in (True, False):  # unrolled up to k = 16, else (and for False) a loop
-            x = solve(jnp.asarray(M), jnp.asarray(b), unroll=unroll)
-            np.testing.assert_allclose(x, np.linalg.solve(M, b), rtol=1e-9, atol=1e-11)
-            Y = solve(jnp.asarray(M), jnp.asarray(B), unroll=unroll)
-            np.testing.assert_allclose(Y, np.linalg.solve(M, B), rtol=1e-9, atol=1e-11)
+    # unrolled up to k = 16, else (and for unroll=False) a loop
+    for k, unroll, p in ((5, True, 0), (5, False, 3), (17, True, 3)):
+        M, b = rng.normal(size=(k, k)), rng.normal(size=(k, p) if p else k)
+        x = solve(jnp.asarray(M), jnp.asarray(b), unroll=unroll)
+        np.testing.assert_allclose(x, np.linalg.solve(M, b), rtol=1e-9, atol=1e-11)
     # singular: non-finite entries (as LAPACK's getrf/getrs), not a finite wrong answer
     assert not np.all(np.isfinite(solve(jnp.asarray(M).at[0].set(0.0), jnp.asarray(b))))
