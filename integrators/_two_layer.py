@@ -53,11 +53,14 @@ fired again; events therefore stop at the bracket's end past the crossing.
 The sliding sets change only at events, and with them the blocks G_SS: their inverses are
 formed once per event (`_SlidingFactor`, each set gathered into a block of 4, 16, 32, 64 or
 128, or n) and every evaluation applies them. The classification evaluates the weights the
-same way, to the bit: a weight that it keeps inside [0, 1] by rounding and the next segment
-finds outside would be past its event, which would then never fire (a silent wrong flow:
-the loss 8% off on Gaussian inputs at n = 64 when only the segments used the inverses). As a
-guard, a segment that starts with an entry past its kink ends where it starts, with an event
-there; if that repeats, the solve ends `kink_limited`.
+same way, through inverses: a weight that it keeps inside [0, 1] by rounding and the next
+segment finds outside would be past its event, which would then never fire (a silent wrong
+flow: the loss 8% off on Gaussian inputs at n = 64 when only the segments used the
+inverses). The two still differ by rounding (the restart nudge after a classification moves
+the residual by ~1e-13; under vmap the block size is the batch's, which can differ between
+the classification and the next segment), so the guard is what holds: a segment that starts
+with an entry past its kink ends where it starts, with an event there; if that repeats, the
+solve ends `kink_limited`.
 
 The accuracy is the solver's tolerance away from the kinks and the root finder's (1e-13 in
 time) at them: nothing is smoothed and no step is forced. Measured against gradient descent

@@ -278,9 +278,10 @@ def _classify(state, frame, candidates):
     mode = jnp.where(candidates & (frame.mode == SLIDING), INACTIVE, frame.mode)
 
     def with_mode(mode):
-        # the weights as the flow's segments evaluate them (`_SlidingFactor`), to the bit: a
-        # weight that the classification keeps inside [0, 1] by rounding must not start the
-        # next segment outside it, where its event, already past, would never fire
+        # the weights as the flow's segments evaluate them (`_SlidingFactor`): a weight that
+        # the classification keeps inside [0, 1] by rounding should not start the next
+        # segment outside it, past its event (what is left, rounding, the segment's guard
+        # catches: `two_layer_flow`'s module docstring)
         return _Frame(frame.G, frame.y, frame.tau, mode, frame.slow, _sliding_factor(frame.G, mode))
 
     pa, _, r, sigma, _, _ = _field_parts(kappa, psi, with_mode(mode))
