@@ -337,10 +337,11 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
             RESULTS.promote(sol.result),
         )
         result = name_nonfinite(result, final, _vector_field(sol.ts[1][-1], final, frame))
-        return sol.ts[1][-1], final, stopped, saved, result, sol.stats
+        return sol.ts[1][-1], final, stopped, saved, result, sol.stats, frame
 
-    def new_pattern(state, mode):
-        frame = _Frame(G, y, tau, mode, slow, _sliding_factor(G, mode))  # as the segment's
+    def new_pattern(state, frame):
+        """The pattern after the event that ended a segment (`frame`: the segment's)."""
+        mode = frame.mode
         _, pz, _, sigma, _, g_z = _field_parts(*state, frame)  # one solve for sigma
         dist = _distance_of(mode, pz, sigma)
         first = jnp.arange(dist.size).reshape(dist.shape) == jnp.argmin(dist)
@@ -371,7 +372,9 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
     def body(c):
         start = jnp.minimum(jnp.sum(c["filled"]), T - window)  # saved times are a prefix
         ts_win = jax.lax.dynamic_slice_in_dim(ts, start, window)
-        t1, final, stopped, saved, result, stats = segment(c["t"], c["state"], c["mode"], ts_win)
+        t1, final, stopped, saved, result, stats, frame = segment(
+            c["t"], c["state"], c["mode"], ts_win
+        )
         filled_win = jax.lax.dynamic_slice_in_dim(c["filled"], start, window)
         take = (ts_win >= c["t"]) & (ts_win <= t1) & ~filled_win
 
@@ -381,7 +384,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
             return jax.lax.dynamic_update_slice_in_dim(old, new_win, start, axis=0)
 
         merged = jax.tree_util.tree_map(merge, saved, c["saved"])
-        state, mode, entered = new_pattern(final, c["mode"])
+        state, mode, entered = new_pattern(final, frame)
         ok = result == RESULTS.successful
         # an event beyond the budget is not processed: the solve stops at it
         limited = stopped & ok & (c["events"] >= max_kink_events)

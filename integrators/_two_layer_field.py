@@ -150,26 +150,30 @@ def _sliding_weights(r, frame):
         den = jnp.diag(frame.G)[None, :] * r[None, :]
         return jnp.where(S, b_full / jnp.where(S, den, 1.0), 0.0)
 
+    def on_gathered(b_full, idx, valid, weights):
+        """weights(b) (m, k) on the gathered entries, scattered back to (m, n)."""
+        b = jnp.where(valid, jnp.take_along_axis(b_full, idx, axis=1), 0.0)
+        small = jnp.where(valid, weights(b), 0.0)
+        rows = jnp.arange(S.shape[0])[:, None]
+        return jnp.zeros(S.shape, r.dtype).at[rows, idx].add(small)
+
     def compact(b_full, k):
         idx, valid = _gathered(S, k)
         both = valid[:, :, None] & valid[:, None, :]
         eye = jnp.eye(k, dtype=r.dtype)
         M = jnp.where(both, frame.G[idx[:, :, None], idx[:, None, :]] * r[idx][:, None, :], eye)
-        b = jnp.where(valid, jnp.take_along_axis(b_full, idx, axis=1), 0.0)
-        small = jnp.where(valid, _weights_solve(M, b, unroll), 0.0)
-        rows = jnp.arange(S.shape[0])[:, None]
-        return jnp.zeros(S.shape, r.dtype).at[rows, idx].add(small)
+        return on_gathered(b_full, idx, valid, lambda b: _weights_solve(M, b, unroll))
 
     def applied(b_full, i):
         f = frame.factor
         if i < len(f.idx):  # a compact size: u = G_SS^{-1} b on the gathered entries
             idx = f.idx[i]
             valid = jnp.take_along_axis(S, idx, axis=1)
-            b = jnp.where(valid, jnp.take_along_axis(b_full, idx, axis=1), 0.0)
-            u = jnp.sum(f.inv[i] * b[:, None, :], axis=2)  # no matmul (no TF32 on GPUs)
-            small = jnp.where(valid, u / jnp.where(valid, r[idx], 1.0), 0.0)
-            rows = jnp.arange(S.shape[0])[:, None]
-            return jnp.zeros(S.shape, r.dtype).at[rows, idx].add(small)
+            return on_gathered(
+                b_full, idx, valid,
+                # no matmul (no TF32 on GPUs)
+                lambda b: jnp.sum(f.inv[i] * b[:, None, :], axis=2) / jnp.where(valid, r[idx], 1.0),
+            )  # fmt: skip
         u = jnp.sum(f.inv[i] * jnp.where(S, b_full, 0.0)[:, None, :], axis=2)
         return jnp.where(S, u / jnp.where(S, r[None, :], 1.0), 0.0)
 
@@ -190,7 +194,10 @@ def _sliding_weights(r, frame):
             sigma = jax.lax.cond(
                 eqxi.unvmap_all(jnp.all(good)),
                 lambda: sigma,
-                lambda: jnp.where(good, sigma, jax.lax.cond(branch == 0, single, full, b_full)),
+                # (branch 0 is `single` itself: its non-finite weights stay as they are)
+                lambda: jnp.where(
+                    good, sigma, jax.lax.cond(branch == 0, lambda b: sigma, full, b_full)
+                ),
             )
         # still not finite (a sliding sample fitted exactly, r_i = 0): release the entry
         return jnp.where(S, jnp.where(jnp.isfinite(sigma), sigma, -1.0), 0.0)
