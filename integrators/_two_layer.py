@@ -135,6 +135,7 @@ from ._two_layer_field import (
 # times at every step of the others: 4 seeds of beyond_orthogonal (n = 16) took 87.9 s
 # vmapped against 11.2 s one at a time.
 _SAVE_WINDOW = 16
+_FIRST_STEP = 1e-9  # the first step, and the least first step of a segment, per unit of time span
 
 
 class TwoLayerFlowSolution(AbstractSolution):
@@ -296,9 +297,13 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
 
     window = min(T, _SAVE_WINDOW)
 
-    def segment(t0, state, mode, ts_win):
+    controller = default_controller(rtol, atol)
+    term = diffrax.ODETerm(_vector_field)
+
+    def segment(t0, state, mode, ts_win, dt0):
         """Solve from t0 to the next kink event or to the last of the save times `ts_win`
-        (the `window` from the first unsaved one, or the last `window`)."""
+        (the `window` from the first unsaved one, or the last `window`), from a first step
+        dt0."""
         # the pattern holds until the next event: the sliding systems' inverses formed once
         frame = _Frame(G, y, tau, mode, slow, _sliding_factor(G, mode))
         # an entry already past its kink (a sliding weight that rounding put a hair outside
@@ -307,11 +312,11 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
         past = _event_condition(t0, state, frame) < 0
         t1 = jnp.where(past, t0, ts_win[-1])
         sol = diffeqsolve(
-            diffrax.ODETerm(_vector_field),
+            term,
             solver,
             t0=t0,
             t1=t1,
-            dt0=None,
+            dt0=dt0,
             y0=state,
             args=frame,
             saveat=diffrax.SaveAt(
@@ -320,7 +325,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
                     diffrax.SubSaveAt(t1=True),
                 ]
             ),
-            stepsize_controller=default_controller(rtol, atol),
+            stepsize_controller=controller,
             event=diffrax.Event(
                 _event_condition, root_finder=_TimeIllinois(rtol=1e-13, atol=1e-13)
             ),
@@ -364,6 +369,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
         t=ts[0], state=state, mode=mode, saved=blank, filled=jnp.zeros((T,), bool),
         result=RESULTS.successful, events=zero, entries=entries0.astype(jnp.int32),
         steps=zero, accepted=zero, rejected=zero, done=jnp.asarray(False),
+        dt=_FIRST_STEP * (t_end - ts[0]),
     )  # fmt: skip
 
     def cond(c):
@@ -373,7 +379,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
         start = jnp.minimum(jnp.sum(c["filled"]), T - window)  # saved times are a prefix
         ts_win = jax.lax.dynamic_slice_in_dim(ts, start, window)
         t1, final, stopped, saved, result, stats, frame = segment(
-            c["t"], c["state"], c["mode"], ts_win
+            c["t"], c["state"], c["mode"], ts_win, c["dt"]
         )
         filled_win = jax.lax.dynamic_slice_in_dim(c["filled"], start, window)
         take = (ts_win >= c["t"]) & (ts_win <= t1) & ~filled_win
@@ -402,6 +408,17 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
             entries=c["entries"] + jnp.where(keep, entered, 0).astype(jnp.int32),
             steps=c["steps"] + stats["num_steps"],
             accepted=c["accepted"] + stats["num_accepted_steps"],
+            # the next segment starts with this one's mean step: kink events come at about
+            # that spacing (a first step far longer brackets many crossings, which the root
+            # finder then bisects down one by one)
+            dt=jnp.where(
+                t1 > c["t"],
+                jnp.maximum(
+                    (t1 - c["t"]) / jnp.maximum(stats["num_accepted_steps"], 1),
+                    _FIRST_STEP * (t_end - ts[0]),
+                ),
+                c["dt"],
+            ),
             rejected=c["rejected"] + stats["num_rejected_steps"],
             # a segment that reached its window's end without an event goes on from there
             done=~ok | limited | (t1 >= t_end),

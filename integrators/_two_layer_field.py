@@ -26,10 +26,11 @@ class _SlidingFactor(eqx.Module):
     S, i.e. G_SS u_S = b_S with u = r * sigma and b_i = -(G (r * 1_active))_i, and G_SS does
     not change between events while r does. So G_SS^{-1} is formed once per event (gathered
     into a k x k block, k the smallest of `_COMPACT` and n that holds the largest set) and
-    each evaluation costs a matrix-vector product instead of a solve."""
+    each evaluation costs a matrix-vector product instead of a solve (up to n = 128; beyond,
+    sets larger than 128 entries are solved at each evaluation)."""
 
     idx: tuple  # per compact size k: (m, k) indices of the sliding entries, first
-    inv: tuple  # per size (compact ones, then n): (m, k, k) inverses of G_SS, I elsewhere
+    inv: tuple  # per size (compact ones, then n if n <= 128): (m, k, k) inverses of G_SS
 
 
 class _Frame(eqx.Module):
@@ -89,8 +90,19 @@ def _branch(S):
 
 def _gathered(S, k):
     """(m, k) indices of each neuron's sliding entries (first, in order) and which are."""
-    n = S.shape[1]
-    _, idx = jax.lax.top_k(jnp.where(S, n - jnp.arange(n), 0), k)
+    m, n = S.shape
+    # the entries in the order sliding ones first, each part by index (what top_k of
+    # where(S, n - i, 0) gives, without its sort: on XLA:CPU a sort of the (m, n) pattern
+    # cost more than the inverses it indexes at n = 256)
+    count = jnp.sum(S, axis=1, keepdims=True)
+    before = jnp.cumsum(S, axis=1) - S  # sliding entries before each entry
+    place = jnp.where(S, before, count + jnp.arange(n) - before)
+    order = (
+        jnp.zeros((m, n), jnp.int32)
+        .at[jnp.arange(m)[:, None], place]
+        .set(jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), (m, n)), unique_indices=True)
+    )
+    idx = order[:, :k]
     return idx, jnp.take_along_axis(S, idx, axis=1)
 
 
@@ -100,10 +112,15 @@ def _sliding_factor(G, mode) -> _SlidingFactor:
     m, n = S.shape
     sizes = _sizes(n)
     branch = _branch(S)
+    # lax.switch writes every branch's slots at every event, the unused ones as zeros: an
+    # (m, n, n) slot beyond the largest compact size cost more than the solves it saved (at
+    # n = 256 the zeros made most of a kink event's time); there, sets larger than 128
+    # entries are solved at each evaluation (`_sliding_weights`)
+    slots = sizes + ([n] if n <= _COMPACT[-1] else [])
 
     def blocks(which):
         idx, inv = [], []
-        for i, k in enumerate(sizes + [n]):
+        for i, k in enumerate(slots):
             if i + 1 != which:
                 idx.append(jnp.zeros((m, k), jnp.int32))
                 inv.append(jnp.zeros((m, k, k), G.dtype))
@@ -118,7 +135,7 @@ def _sliding_factor(G, mode) -> _SlidingFactor:
             eye = jnp.eye(k, dtype=G.dtype)
             idx.append(ix.astype(jnp.int32))
             inv.append(_solve(jnp.where(both, block, eye), jnp.broadcast_to(eye, (m, k, k))))
-        return tuple(idx[:-1]), tuple(inv)
+        return tuple(idx[: len(sizes)]), tuple(inv)
 
     branches = [functools.partial(blocks, i) for i in range(len(sizes) + 2)]
     return _SlidingFactor(*jax.lax.switch(branch, branches))
@@ -186,7 +203,10 @@ def _sliding_weights(r, frame):
         if frame.factor is None:
             sigma = jax.lax.switch(branch, branches, b_full)
         else:
-            fast = [single] + [functools.partial(applied, i=i) for i in range(len(sizes) + 1)]
+            fast = [single] + [
+                functools.partial(applied, i=i) for i in range(len(frame.factor.inv))
+            ]
+            fast += [full] * (len(branches) - len(fast))  # no n x n slot (n > 128)
             sigma = jax.lax.switch(branch, fast, b_full)
             # the fallback solves the n x n systems (one branch to compile, not one per size),
             # for the neurons whose weights are not finite (the others keep theirs, to the bit)

@@ -220,6 +220,29 @@ def test_sliding_weights_from_the_per_event_inverses_are_the_direct_solves():
         np.testing.assert_allclose(factored, direct, rtol=1e-9, atol=1e-15)
 
 
+def test_sliding_sets_beyond_the_largest_factored_block_are_solved_directly(monkeypatch):
+    # past n = 128 the factor holds no n x n inverses: a set larger than the largest compact
+    # block is solved at each evaluation (here with the blocks cut to 4 x 4 at n = 6)
+    from integrators import _two_layer_field as F
+
+    monkeypatch.setattr(F, "_COMPACT", (4,))
+    n, m = 6, 2
+    G = jnp.asarray(_correlated(n, 0.3) @ _correlated(n, 0.3).T)
+    r = jnp.asarray(np.random.default_rng(1).normal(size=n))
+    mode = jnp.asarray(
+        [[F.ACTIVE] + [F.SLIDING] * 5, [F.ACTIVE, F.ACTIVE] + [F.SLIDING] * 2 + [F.INACTIVE] * 2]
+    )
+    factor = F._sliding_factor(G, mode)
+    assert [a.shape for a in factor.inv] == [(m, 4, 4)]  # no (m, n, n) slot
+    frame = F._Frame(G, jnp.zeros(n), jnp.asarray(1.0), mode, jnp.asarray(1e-10), factor)
+    sigma = np.asarray(F._sliding_weights(r, frame))
+    Gn, rn, modes = np.asarray(G), np.asarray(r), np.asarray(mode)
+    for j in range(m):
+        S, A = modes[j] == F.SLIDING, modes[j] == F.ACTIVE
+        u = np.linalg.solve(Gn[np.ix_(S, S)], -Gn[np.ix_(S, A)] @ rn[A])
+        np.testing.assert_allclose(sigma[j, S], u / rn[S], rtol=1e-9)
+
+
 def test_lu_solve_against_numpy():
     from theory.numerics import lu_solve
 
