@@ -344,8 +344,10 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
         result = name_nonfinite(result, final, _vector_field(sol.ts[1][-1], final, frame))
         return sol.ts[1][-1], final, stopped, saved, result, sol.stats, frame
 
-    def new_pattern(state, frame):
-        """The pattern after the event that ended a segment (`frame`: the segment's)."""
+    def new_pattern(state, frame, initial):
+        """The pattern after the event that ended a segment (`frame`: the segment's), or at
+        t = 0 (`initial`), where the entries exactly on their kinks are classified like any
+        other kink event."""
         mode = frame.mode
         _, pz, _, sigma, _, g_z = _field_parts(*state, frame)  # one solve for sigma
         dist = _distance_of(mode, pz, sigma)
@@ -355,19 +357,23 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
         vel = -tau * g_z  # `_velocity`
         towards = ((mode == ACTIVE) & (vel < 0)) | ((mode == INACTIVE) & (vel > 0))
         near = (dist <= _KINK_TOL) & (towards | (mode == SLIDING))
-        return _classify(state, frame, first | near | (dist < 0))
+        candidates = jnp.where(initial, state[1][:, 1:] == 0, first | near | (dist < 0))
+        state, mode, entered = _classify(state, frame, candidates)
+        return state, mode, entered.astype(jnp.int32)
 
-    # at t = 0 entries exactly on the kink are classified like any other kink event
-    state, mode, entries0 = _classify(state0, _Frame(G, y, tau, mode0, slow), state0[1][:, 1:] == 0)
     blank = (
         jnp.full((T,), jnp.inf, dtype),
         jnp.full((T, m), jnp.inf, dtype),
         jnp.full((T, m, n + 1), jnp.inf, dtype),
     )
     zero = jnp.zeros((), jnp.int32)
+    # each iteration classifies the event that ended the previous segment (`pending`; at
+    # t = 0 the kinks of the init), then solves to the next event: one classification in
+    # the program (it is most of what two_layer_flow compiles)
     carry0 = dict(
-        t=ts[0], state=state, mode=mode, saved=blank, filled=jnp.zeros((T,), bool),
-        result=RESULTS.successful, events=zero, entries=entries0.astype(jnp.int32),
+        t=ts[0], state=state0, mode=mode0, factor=_sliding_factor(G, mode0),
+        pending=jnp.asarray(True), initial=jnp.asarray(True), saved=blank,
+        filled=jnp.zeros((T,), bool), result=RESULTS.successful, events=zero, entries=zero,
         steps=zero, accepted=zero, rejected=zero, done=jnp.asarray(False),
         dt=_FIRST_STEP * (t_end - ts[0]),
     )  # fmt: skip
@@ -376,10 +382,17 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
         return ~c["done"]
 
     def body(c):
+        state, mode, entered = jax.lax.cond(
+            c["pending"],
+            lambda: new_pattern(
+                c["state"], _Frame(G, y, tau, c["mode"], slow, c["factor"]), c["initial"]
+            ),
+            lambda: (c["state"], c["mode"], zero),
+        )
         start = jnp.minimum(jnp.sum(c["filled"]), T - window)  # saved times are a prefix
         ts_win = jax.lax.dynamic_slice_in_dim(ts, start, window)
         t1, final, stopped, saved, result, stats, frame = segment(
-            c["t"], c["state"], c["mode"], ts_win, c["dt"]
+            c["t"], state, mode, ts_win, c["dt"]
         )
         filled_win = jax.lax.dynamic_slice_in_dim(c["filled"], start, window)
         take = (ts_win >= c["t"]) & (ts_win <= t1) & ~filled_win
@@ -390,7 +403,6 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
             return jax.lax.dynamic_update_slice_in_dim(old, new_win, start, axis=0)
 
         merged = jax.tree_util.tree_map(merge, saved, c["saved"])
-        state, mode, entered = new_pattern(final, frame)
         ok = result == RESULTS.successful
         # an event beyond the budget is not processed: the solve stops at it
         limited = stopped & ok & (c["events"] >= max_kink_events)
@@ -399,13 +411,16 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
         result = RESULTS.where(limited, RESULTS.kink_limited, result)
         return dict(
             t=t1,
-            state=jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), state, final),
-            mode=jnp.where(keep, mode, c["mode"]),
+            state=final,
+            mode=mode,
+            factor=frame.factor,
+            pending=keep,
+            initial=jnp.asarray(False),
             saved=merged,
             filled=jax.lax.dynamic_update_slice_in_dim(c["filled"], filled_win | take, start, 0),
             result=result,
             events=events,
-            entries=c["entries"] + jnp.where(keep, entered, 0).astype(jnp.int32),
+            entries=c["entries"] + entered,
             steps=c["steps"] + stats["num_steps"],
             accepted=c["accepted"] + stats["num_accepted_steps"],
             # the next segment starts with this one's mean step: kink events come at about

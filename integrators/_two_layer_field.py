@@ -53,26 +53,26 @@ _solve = jax.vmap(lu_solve)
 _solve_looped = jax.vmap(functools.partial(lu_solve, unroll=False))  # less to compile
 
 
+def _least_squares(M, b, solve):
+    """sigma minimizing |M sigma - b| per neuron, with a ridge of 1e-14 of M^T M's scale: for
+    a singular M (duplicated inputs sliding together: the weights are not unique)."""
+    eye = jnp.eye(M.shape[-1], dtype=M.dtype)
+    MtM = jnp.einsum("jki,jkl->jil", M, M)
+    ridge = 1e-14 * jnp.max(jnp.abs(MtM), axis=(1, 2), keepdims=True) * eye[None]
+    return solve(MtM + ridge, jnp.einsum("jki,jk->ji", M, b))
+
+
 def _weights_solve(M, b, unroll=True):
-    """sigma from M sigma = b per neuron (batched), by least squares of a slightly regularized
-    system where M is singular (duplicated inputs sliding together: the weights are not
-    unique)."""
+    """sigma from M sigma = b per neuron (batched), by `_least_squares` where M is
+    singular."""
     solve = _solve if unroll else _solve_looped
     sigma = solve(M, b)
-
-    def least_squares():
-        eye = jnp.eye(M.shape[-1], dtype=M.dtype)
-        MtM = jnp.einsum("jki,jkl->jil", M, M)
-        ridge = 1e-14 * jnp.max(jnp.abs(MtM), axis=(1, 2), keepdims=True) * eye[None]
-        rhs = jnp.einsum("jki,jk->ji", M, b)
-        return solve(MtM + ridge, rhs)
-
     good = jnp.all(jnp.isfinite(sigma), axis=1, keepdims=True)
     # the branch is taken by the whole batch under vmap (else both sides run, every time)
     return jax.lax.cond(
         eqxi.unvmap_all(jnp.all(good)),
         lambda: sigma,
-        lambda: jnp.where(good, sigma, least_squares()),
+        lambda: jnp.where(good, sigma, _least_squares(M, b, solve)),
     )
 
 
@@ -156,11 +156,18 @@ def _sliding_weights(r, frame):
     # with a factor the direct solves are a rare fallback, traced at every evaluation: looped
     unroll = frame.factor is None
 
-    def full(b_full):
+    def full_system(b_full):
         eye = jnp.eye(n, dtype=r.dtype)
         both = S[:, :, None] & S[:, None, :]
         M = jnp.where(both, frame.G[None] * r[None, None, :], eye[None])
-        return _weights_solve(M, jnp.where(S, b_full, 0.0), unroll)
+        return M, jnp.where(S, b_full, 0.0)
+
+    def full(b_full):
+        return _weights_solve(*full_system(b_full), unroll)
+
+    def rescue(b_full):
+        # where the inverses gave non-finite weights, so would the solve: least squares
+        return _least_squares(*full_system(b_full), _solve_looped)
 
     def single(b_full):
         # one sliding entry per neuron: (G (r * s_j))_i = 0 gives sigma directly
@@ -208,15 +215,16 @@ def _sliding_weights(r, frame):
             ]
             fast += [full] * (len(branches) - len(fast))  # no n x n slot (n > 128)
             sigma = jax.lax.switch(branch, fast, b_full)
-            # the fallback solves the n x n systems (one branch to compile, not one per size),
-            # for the neurons whose weights are not finite (the others keep theirs, to the bit)
+            # the fallback: least squares of the n x n systems (one branch to compile, not one
+            # per size), for the neurons whose weights are not finite (the others keep theirs,
+            # to the bit)
             good = jnp.all(jnp.isfinite(sigma), axis=1, keepdims=True)
             sigma = jax.lax.cond(
                 eqxi.unvmap_all(jnp.all(good)),
                 lambda: sigma,
                 # (branch 0 is `single` itself: its non-finite weights stay as they are)
                 lambda: jnp.where(
-                    good, sigma, jax.lax.cond(branch == 0, lambda b: sigma, full, b_full)
+                    good, sigma, jax.lax.cond(branch == 0, lambda b: sigma, rescue, b_full)
                 ),
             )
         # still not finite (a sliding sample fitted exactly, r_i = 0): release the entry
