@@ -18,10 +18,13 @@ def header(name: str, config: dict, base_seed: int) -> dict:
     }
 
 
-def run_sweep(run, *, make, seeds, grid, static, out, name, base_seed, config=None, ok=()):
-    """`integrators.sweep` with the benchmark's settings; returns `(result, record)` where
-    `record` holds the sweep's statistics, failed chunks and, over the outputs named in `ok`
-    (boolean per-seed success flags), the number of failed solves per grid point."""
+def run_sweep(
+    run, *, make, seeds, grid, static, out, name, base_seed, config=None, ok=(), **options
+):
+    """`integrators.sweep` with the benchmark's settings (`options`: its `chunk_size` and
+    `batch_size`); returns `(result, record)` where `record` holds the sweep's statistics,
+    failed chunks and, over the outputs named in `ok` (boolean per-seed success flags), the
+    number of failed solves per grid point."""
     result = sweep(
         run,
         make=make,
@@ -32,6 +35,7 @@ def run_sweep(run, *, make, seeds, grid, static, out, name, base_seed, config=No
         name=name,
         config=config,
         base_seed=base_seed,
+        **options,
     )
     failed_solves = [int(sum(np.sum(~np.asarray(o[k], bool)) for k in ok)) for o in result.outputs]
     record = {

@@ -58,6 +58,10 @@ D_OVER_N = (1, 2, 4, 16)
 LOG10_INV_ALPHA = (10, 30)
 GRID = 600  # save times per solve
 MAX_PLATEAUS = 12  # Morse indices kept per seed
+# the Morse indices come from a dense Hessian of m (n + 1) parameters: 3,055 at n = 64 (a
+# second each), 13,364 at n = 256 (1.4 GB and minutes per eigendecomposition, a dozen per
+# setting: the n = 256 run grew past 11 GB in them); beyond this many they are not computed
+MORSE_MAX_PARAMS = 4096
 
 
 def run(instance, family, n, d, c, log10_inv_alpha, width):
@@ -66,7 +70,11 @@ def run(instance, family, n, d, c, log10_inv_alpha, width):
     signs, directions = signs_and_directions(model, loewdin(X))
     pred = saddle_jumps(y, signs, directions, time_scale=tau)
     ts = jnp.linspace(0.0, pred.horizon(HORIZON), GRID)
-    sol = two_layer_flow(X, y, model, ts, time_scale=tau, save_trajectory=True)
+    # kink events grow with the entries: about 0.7 per entry (z_ji) at n = 64 and 256
+    events = max(4096, 4 * width * n)
+    sol = two_layer_flow(
+        X, y, model, ts, time_scale=tau, save_trajectory=True, max_kink_events=events
+    )
     traj = sol.trajectory
     return {
         "loss": sol.loss,
@@ -120,6 +128,8 @@ def measure(o) -> dict:
         # the table shows every plateau's index of the first kept seed and the first plateau's of
         # the others (a dense Hessian of m (n + 1) parameters each: 3,055 at n = 64)
         idx = idx if not morse else idx[:1]
+        if o["a"][s].shape[1] * (o["Z"][s].shape[2] + 1) > MORSE_MAX_PARAMS:
+            continue
         morse.append([int(_morse_index(o["a"][s][i], o["Z"][s][i], o["y"][s])) for i in idx])
     return dict(
         found=found, first_ratio=first_ratio, first_fin=first_fin, first_found=first_found,
@@ -283,6 +293,10 @@ def run_benchmark(
         config={"horizon": HORIZON, "grid": GRID},
         base_seed=seed,
         ok=("solve_ok",),
+        # one seed per device at a time: vmapped, a batch runs as many kink events as its
+        # slowest member, and at n = 256 (alpha = 1e-30, c = 0) four vmapped seeds took
+        # 15 minutes and 20 GB where one alone takes 23 s and 1.4 GB
+        batch_size=1,
     )
     rows = []
     for point, o, wall in zip(points, result.outputs, result.point_seconds, strict=True):
@@ -315,6 +329,10 @@ def run_benchmark(
     return out_rows
 
 
+def _count(x: float) -> str:
+    return "-" if np.isnan(x) else f"{x:.0f}"
+
+
 def table(results: dict) -> str:
     head = (
         f"{'inputs':>10} {'c':>7} {'d/n':>4} {'alpha':>6} {'ok':>5} {'plat':>5} {'pred':>5}"
@@ -329,14 +347,15 @@ def table(results: dict) -> str:
             f" {r['solve_ok_fraction']:>5.2f} {r['plateaus_mean']:>5.1f}"
             f" {r['plateaus_predicted_mean']:>5.1f} {r['first_jump_ratio_median']:>9.4f}"
             f" {r['first_jump_ratio_finite_alpha_median']:>7.4f} {r['cost_ratio_median']:>7.4f}"
-            f" {r['morse_index_first_plateau']:>6.0f} {r['median_kink_events']:>6.0f}"
+            f" {_count(r['morse_index_first_plateau']):>6} {r['median_kink_events']:>6.0f}"
             f" {r['median_sliding_entries']:>6.0f} {r['median_solver_steps']:>6.0f}"
             f" {r['wall_seconds'] / r['seeds']:>7.1f}"
         )
     lines.append(
         "1st jump: measured / Algorithm 1 (Loewdin problem), limit and finite alpha; cost: final"
-        " 1/2||theta||^2 / Algorithm 1's; morse1: Morse index of the first plateau; s/solve: the"
-        " setting's wall time over its seeds (solved two at a time, compilation included)"
+        " 1/2||theta||^2 / Algorithm 1's; morse1: Morse index of the first plateau (-: not"
+        f" computed, over {MORSE_MAX_PARAMS} parameters); s/solve: the setting's wall time over"
+        " its seeds (solved two at a time, compilation included)"
     )
     if results.get("solvers"):
         lines.append("")

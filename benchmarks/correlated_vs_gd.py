@@ -8,7 +8,7 @@ The reference is GD at eta = 5e-3, 2.5e-3 and 1.25e-3 extrapolated to step 0
 interpolates, and a relative error of a loss near 0 says nothing). Prints one line per
 setting.
 
-    python -m benchmarks.correlated_vs_gd [--seeds 8] [--n 16]
+    python -m benchmarks.correlated_vs_gd [--seeds 8] [--n 16] [--setting C LOG10_INV_ALPHA ...]
 """
 
 import jax
@@ -41,11 +41,19 @@ def check(c, p, seed, n=16):
 def main(argv=None) -> None:
     ap = parser("correlated_vs_gd", __doc__.splitlines()[0], default_seeds=8)
     ap.add_argument("--n", type=int, default=16, help="samples n (m from `coverage_width`)")
+    ap.add_argument(
+        "--setting", type=float, nargs=2, action="append", metavar=("C", "LOG10_INV_ALPHA"),
+        help="a (c, log10(1/alpha)) setting instead of the defaults (repeatable)",
+    )  # fmt: skip
     args = ap.parse_args(argv)
     if args.n < 2:
         ap.error(f"--n must be >= 2, got {args.n}")
+    settings = SETTINGS if args.setting is None else [(c, int(p)) for c, p in args.setting]
+    for c, p in settings:
+        if not 0.0 <= c < 1.0 or p < 1:
+            ap.error(f"--setting needs 0 <= C < 1 and LOG10_INV_ALPHA >= 1, got {c:g} {p}")
     enable_float64()
-    for c, p in SETTINGS:
+    for c, p in settings:
         out = [check(c, p, s, n=args.n) for s in range(args.seeds)]
         oks, errs, uncs = zip(*out, strict=True)
         print(

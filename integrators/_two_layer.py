@@ -52,7 +52,8 @@ fired again; events therefore stop at the bracket's end past the crossing.
 
 The sliding sets change only at events, and with them the blocks G_SS: their inverses are
 formed once per event (`_SlidingFactor`, each set gathered into a block of 4, 16, 32, 64 or
-128, or n) and every evaluation applies them. The classification evaluates the weights the
+128, or n up to n = 128; beyond, a set of more than 128 entries is solved at every
+evaluation) and every evaluation applies them. The classification evaluates the weights the
 same way, through inverses: a weight that it keeps inside [0, 1] by rounding and the next
 segment finds outside would be past its event, which would then never fire (a silent wrong
 flow: the loss 8% off on Gaussian inputs at n = 64 when only the segments used the
@@ -67,7 +68,9 @@ time) at them: nothing is smoothed and no step is forced. Measured against gradi
 (correlated inputs c = 0.1, n = 6, alpha = 1e-10, `tests/test_two_layer.py`, slow): GD at
 two steps (4e-4 and 1e-4, off by 2.7e-2 and 6.6e-3) extrapolated to step 0 meets the flow to
 9.8e-5 relative on the loss, through 48 kink events and 26 sliding entries. Each event
-restarts the solver; the number of events is `num_kink_events` in `stats` (and
+restarts the solver, from the mean step of the segment before it (events come at about that
+spacing; a first step far longer brackets many crossings, and the root finder pays for each
+one it bisects past); the number of events is `num_kink_events` in `stats` (and
 `num_sliding_entries`). A solve that meets more than `max_kink_events` events before `ts[-1]`
 stops at the first one beyond, with `result` = `RESULTS.kink_limited`.
 
