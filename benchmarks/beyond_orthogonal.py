@@ -293,9 +293,8 @@ def run_benchmark(
         config={"horizon": HORIZON, "grid": GRID},
         base_seed=seed,
         ok=("solve_ok",),
-        # one seed per device at a time: vmapped, a batch runs as many kink events as its
-        # slowest member, and at n = 256 (alpha = 1e-30, c = 0) four vmapped seeds took
-        # 15 minutes and 20 GB where one alone takes 23 s and 1.4 GB
+        # one seed per device at a time (what the cache rule picks here anyway): vmapped, a
+        # batch runs as many kink events as its slowest member
         batch_size=1,
     )
     rows = []
@@ -355,7 +354,8 @@ def table(results: dict) -> str:
         "1st jump: measured / Algorithm 1 (Loewdin problem), limit and finite alpha; cost: final"
         " 1/2||theta||^2 / Algorithm 1's; morse1: Morse index of the first plateau (-: not"
         f" computed, over {MORSE_MAX_PARAMS} parameters); s/solve: the setting's wall time over"
-        " its seeds (solved two at a time, compilation included)"
+        f" its seeds (solved {results.get('sweep', {}).get('devices', 2)} at a time, compilation"
+        " included)"
     )
     if results.get("solvers"):
         lines.append("")
