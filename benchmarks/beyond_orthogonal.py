@@ -329,7 +329,7 @@ def run_benchmark(
 
 
 def _count(x: float) -> str:
-    return "-" if np.isnan(x) else f"{x:.0f}"
+    return "-" if x is None or np.isnan(x) else f"{x:.0f}"
 
 
 def table(results: dict) -> str:

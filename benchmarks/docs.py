@@ -30,6 +30,7 @@ BENCHMARKS = {
     "alpha_limit": "The alpha -> 0 limit: the vanishing-initialization flow and its solvers",
     "beyond_orthogonal": "Beyond orthogonal inputs: correlated and Gaussian inputs, and the flows",
     "beyond_orthogonal_n64": "Beyond orthogonal inputs at n = 64: the correlated limits",
+    "beyond_orthogonal_n256": "Beyond orthogonal inputs at n = 256: the first paper's size",
     "diagonal_networks": "Diagonal linear networks: the jump process against the exact flow",
     "teacher_student": "Gaussian teacher-student: population flow, plateaus and saddles",
     "saddles": "Critical points of any model: polishing and Morse indices",
@@ -48,6 +49,9 @@ COMMANDS = {
     "phase_transition_label_noise": "phase_transition --label-noise 0 0.05 0.1 0.2",
     "multi_index_finite_sample": "multi_index --samples 50000",
     "beyond_orthogonal_n64": "beyond_orthogonal --n 64 --cs 0 1e-6 0.1 --d-over-n --no-solvers",
+    "beyond_orthogonal_n256": (
+        "beyond_orthogonal --n 256 --cs 0 0.1 --d-over-n --no-solvers --seeds 4"
+    ),
 }
 DROP = ("curves", "curve", "directions", "signs", "y")  # plot and instance data
 ROOT = Path(__file__).resolve().parent.parent / "docs"
