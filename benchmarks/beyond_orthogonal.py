@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._beyond import HORIZON, inputs, make
+from benchmarks._beyond import HORIZON, inputs, kink_budget, make
 from benchmarks._beyond_plots import plot_deviation, plot_losses
 from benchmarks._common import Timer, enable_float64, host_devices, log, parser
 from benchmarks._driver import finish, header, run_sweep
@@ -70,11 +70,10 @@ def run(instance, family, n, d, c, log10_inv_alpha, width):
     signs, directions = signs_and_directions(model, loewdin(X))
     pred = saddle_jumps(y, signs, directions, time_scale=tau)
     ts = jnp.linspace(0.0, pred.horizon(HORIZON), GRID)
-    # kink events grow with the entries: about 0.7 per entry (z_ji) at n = 64 and 256
-    events = max(4096, 4 * width * n)
     sol = two_layer_flow(
-        X, y, model, ts, time_scale=tau, save_trajectory=True, max_kink_events=events
-    )
+        X, y, model, ts, time_scale=tau, save_trajectory=True,
+        max_kink_events=kink_budget(n, width),
+    )  # fmt: skip
     traj = sol.trajectory
     return {
         "loss": sol.loss,

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._beyond import HORIZON, make
+from benchmarks._beyond import HORIZON, kink_budget, make
 from benchmarks._common import enable_float64, parser
 from benchmarks._gd_reference import Reference
 from dynamics import loewdin, signs_and_directions
@@ -27,14 +27,15 @@ ETAS = (0.005, 0.0025, 0.00125)
 
 
 def check(c, p, seed, n=16):
+    width = coverage_width(n)
     X, y, model = make(jax.random.fold_in(jax.random.PRNGKey(0), seed), "correlated", n, n + 1,
-                       c, p, coverage_width(n))  # fmt: skip
+                       c, p, width)  # fmt: skip
     tau = float(p * np.log(10.0))
     signs, directions = signs_and_directions(model, loewdin(X))
     horizon = float(saddle_jumps(y, signs, directions, time_scale=tau).horizon(HORIZON))
     ref = Reference(X, y, model, tau, horizon, ETAS)
     grid = jnp.concatenate([jnp.zeros(1), jnp.asarray(ref.ts)])
-    sol = two_layer_flow(X, y, model, grid, time_scale=tau)
+    sol = two_layer_flow(X, y, model, grid, time_scale=tau, max_kink_events=kink_budget(n, width))
     return bool(sol.ok), ref.error(sol.loss[1:]), ref.uncertainty
 
 

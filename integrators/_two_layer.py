@@ -138,7 +138,7 @@ from ._two_layer_field import (
 # times at every step of the others: 4 seeds of beyond_orthogonal (n = 16) took 87.9 s
 # vmapped against 11.2 s one at a time.
 _SAVE_WINDOW = 16
-_FIRST_STEP = 1e-9  # the first step, and the least first step of a segment, per unit of time span
+_FIRST_STEP = 1e-9  # a segment's least first step (and the flow's first), per unit of time
 
 
 class TwoLayerFlowSolution(AbstractSolution):
@@ -300,6 +300,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
 
     window = min(T, _SAVE_WINDOW)
 
+    least_dt = _FIRST_STEP * (t_end - ts[0])  # the first step, and the least first step
     controller = default_controller(rtol, atol)
     term = diffrax.ODETerm(_vector_field)
 
@@ -378,7 +379,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
         pending=jnp.asarray(True), initial=jnp.asarray(True), saved=blank,
         filled=jnp.zeros((T,), bool), result=RESULTS.successful, events=zero, entries=zero,
         steps=zero, accepted=zero, rejected=zero, done=jnp.asarray(False),
-        dt=_FIRST_STEP * (t_end - ts[0]),
+        dt=least_dt,
     )  # fmt: skip
 
     def cond(c):
@@ -433,7 +434,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
                 t1 > c["t"],
                 jnp.maximum(
                     (t1 - c["t"]) / jnp.maximum(stats["num_accepted_steps"], 1),
-                    _FIRST_STEP * (t_end - ts[0]),
+                    least_dt,
                 ),
                 c["dt"],
             ),

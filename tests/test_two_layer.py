@@ -227,7 +227,8 @@ def test_sliding_sets_beyond_the_largest_factored_block_are_solved_directly(monk
 
     monkeypatch.setattr(F, "_COMPACT", (4,))
     n, m = 6, 2
-    G = jnp.asarray(_correlated(n, 0.3) @ _correlated(n, 0.3).T)
+    X = _correlated(n, 0.3)
+    G = jnp.asarray(X @ X.T)
     r = jnp.asarray(np.random.default_rng(1).normal(size=n))
     mode = jnp.asarray(
         [[F.ACTIVE] + [F.SLIDING] * 5, [F.ACTIVE, F.ACTIVE] + [F.SLIDING] * 2 + [F.INACTIVE] * 2]
