@@ -295,6 +295,9 @@ def run_benchmark(
         # one seed per device at a time (what the cache rule picks here anyway): vmapped, a
         # batch runs as many kink events as its slowest member
         batch_size=1,
+        # one seed per device per chunk: each is on disk as soon as it is solved (minutes per
+        # solve at n = 256), so a killed run resumes from there
+        chunk_size=jax.device_count(),
     )
     rows = []
     for point, o, wall in zip(points, result.outputs, result.point_seconds, strict=True):

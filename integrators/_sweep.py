@@ -29,17 +29,18 @@ to ~9e4 for b >= 8, where the batch falls out of cache.
 Seed i always uses `jax.random.fold_in(PRNGKey(base_seed), i)`, so results do not depend on
 chunking, batching or sharding. Each finished chunk is written atomically (`npz`, no pickle)
 under `out/chunks/`; running the same sweep again loads finished chunks and computes only the
-rest. `out/sweep.json` holds the configuration's fingerprint: a different configuration in the
-same folder is refused; the configuration includes the name and source hash of `run` and
-`make` with everything they capture (`integrators._fingerprint`: closure values, the module
-globals they read, `functools.partial` arguments, array contents; not the library code they
-call, and not the name of their module). Each chunk file is stamped with the fingerprint,
-its grid point (index and parameters) and its seed range; a file that does not match is
-recomputed, never merged. A damaged `sweep.json` is rewritten like a damaged chunk. A sweep
-whose chunks are all on disk loads them without compiling anything, and `load_sweep(out)`
-reads a finished or partial sweep back without the functions. A chunk whose solve raises is
-recorded and reported (its seeds are NaN / -1 / False), the sweep goes on, and a rerun
-retries it.
+rest, and running it with more seeds computes only the new ones (the seed count is not part of
+the configuration; fewer seeds read the folder's first ones). `out/sweep.json` holds the
+configuration's fingerprint: a different configuration in the same folder is refused; the
+configuration includes the name and source hash of `run` and `make` with everything they
+capture (`integrators._fingerprint`: closure values, the module globals they read,
+`functools.partial` arguments, array contents; not the library code they call, and not the name
+of their module). Each chunk file is stamped with the fingerprint, its grid point (index and
+parameters) and its seed range; a file that does not match is recomputed, never merged. A
+damaged `sweep.json` is rewritten like a damaged chunk. A sweep whose chunks are all on disk
+loads them without compiling anything, and `load_sweep(out)` reads a finished or partial sweep
+back without the functions. A chunk whose solve raises is recorded and reported (its seeds are
+NaN / -1 / False), the sweep goes on, and a rerun retries it.
 
 Two processes may run the same sweep into one folder at once: every file is written to a
 private temporary name and renamed atomically, so none is ever corrupted, but both may
@@ -222,8 +223,10 @@ def sweep(
         "config": dict(config or {}),
         "dtype": str(dtype),
     }
+    # the seed count is not part of the identity: seed i's result does not depend on it, so a
+    # sweep run again with more seeds computes only the new ones
     identity = {
-        **spec,
+        **{k: v for k, v in spec.items() if k != "seeds"},
         "points": digest(points),
         "config": digest(dict(config or {})),
         "code": {"run": code_digest(run), "make": code_digest(make)},
@@ -244,6 +247,9 @@ def sweep(
             )
         if manifest is not None:
             chunk_size = manifest["chunk_size"]
+            if writer and seeds > int(manifest["spec"]["seeds"]):
+                manifest = {**manifest, "spec": {**manifest["spec"], "seeds": seeds}}
+                _write_json(out / "sweep.json", manifest)
         (out / "chunks").mkdir(parents=True, exist_ok=True)
 
     device_ids = tuple(d.id for d in devices)
@@ -281,6 +287,8 @@ def sweep(
         }
         _write_json(out / "sweep.json", manifest)
 
+    # fewer seeds than the folder holds: its chunks are read and cut to `seeds`
+    total = max(seeds, int(manifest["spec"]["seeds"])) if manifest is not None else seeds
     outputs, failed, point_seconds = [], [], []
     computed = loaded = 0
     n_chunks = -(-seeds // chunk_size)
@@ -289,9 +297,11 @@ def sweep(
         zip(points, layouts, strict=True)
     ):
         point_start = time.perf_counter()
-        result = {k: _fill((seeds, *s), d) for k, (s, d) in expected.items()}
+        result = {k: _fill((total, *s), d) for k, (s, d) in expected.items()}
         point_failed = []
-        for lo, hi, stamps in _chunks(fingerprint, index, point, seeds, chunk_size):
+        for lo, hi, stamps in _chunks(fingerprint, index, point, total, chunk_size):
+            if lo >= seeds:
+                break
             path = None if out is None else _chunk_path(out, index, lo, hi)
             data = None if path is None else _load_chunk(path, stamps, expected)
             data = _agree_on_loading(data, path)
@@ -323,7 +333,7 @@ def sweep(
                 f"{name}: point {point}: {len(point_failed)} chunk(s) failed: "
                 f"{point_failed[0]['error'][:300]}\n"
             )
-        outputs.append(result)
+        outputs.append({k: v[:seeds] for k, v in result.items()})
         failed.append(point_failed)
         point_seconds.append(time.perf_counter() - point_start)
     ran = [lay[0].batch_size for lay in layouts if lay[0].run is not None]

@@ -89,7 +89,7 @@ def test_changed_configuration_is_refused(tmp_path):
     out = tmp_path / "run"
     _job(out, tmp_path / "a.npz", "--seeds", "8")
     env = dict(os.environ, PYTHONPATH=ROOT)
-    for extra in (["--eta", "0.25"], ["--seeds", "9"]):
+    for extra in (["--eta", "0.25"], ["--steps", "1000"]):
         proc = subprocess.run(
             [sys.executable, JOB, str(out), str(tmp_path / "b.npz"), *extra],
             env=env,
@@ -296,6 +296,27 @@ def test_a_sweep_on_disk_loads_without_compiling(tmp_path):
         jax.monitoring.unregister_event_duration_listener(listener)
     assert again.loaded_chunks == 2 and again.computed_chunks == 0
     assert compiles == []
+
+
+def test_more_seeds_compute_only_the_new_ones_and_fewer_read_the_first(tmp_path):
+    from integrators import load_sweep
+
+    grid = [{"scale": 1.0}, {"scale": 2.0}]
+    four = sweep(_scaled, seeds=4, grid=grid, out=tmp_path, chunk_size=2, progress=False)
+    files = sorted((tmp_path / "chunks").glob("*.npz"))
+    stamps = {p: p.stat().st_mtime_ns for p in files}
+    seven = sweep(_scaled, seeds=7, grid=grid, out=tmp_path, progress=False)
+    assert seven.loaded_chunks == 4 and seven.computed_chunks == 4  # [4, 6) and [6, 7)
+    assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())  # not rewritten
+    alone = sweep(_scaled, seeds=7, grid=grid, chunk_size=3, progress=False)
+    for a, b, c in zip(four.outputs, seven.outputs, alone.outputs, strict=True):
+        np.testing.assert_array_equal(a["x"], b["x"][:4])
+        np.testing.assert_array_equal(b["x"], c["x"])
+    assert load_sweep(tmp_path).outputs[0]["x"].shape == (7, 2)
+    three = sweep(_scaled, seeds=3, grid=grid, out=tmp_path, progress=False)
+    assert three.loaded_chunks == 4 and three.computed_chunks == 0
+    np.testing.assert_array_equal(three.outputs[1]["x"], seven.outputs[1]["x"][:3])
+    assert load_sweep(tmp_path).outputs[0]["x"].shape == (7, 2)  # the folder keeps all 7
 
 
 def test_load_sweep_reads_finished_and_partial_sweeps(tmp_path):
