@@ -154,7 +154,9 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     kw = {}
     if args.quick:
-        kw = dict(cases=((12, 8),), width=8, p=10, horizon=20.0)
+        # its plateau escape (t ~ 16.5) is steep: GD's steps of the full run leave the
+        # extrapolation 2e-3 uncertain there, too loose to see an error of that size
+        kw = dict(cases=((12, 8),), width=8, p=10, horizon=20.0, etas=(4e-4, 2e-4, 1e-4))
     results = run_benchmark(seed=args.seed, **kw)
     finish(args.out, results, table(results), {"losses.png": plot_losses})
     return results

@@ -310,6 +310,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> TwoLayerFlowSolutio
         dt0."""
         # the pattern holds until the next event: the sliding systems' inverses formed once
         frame = _Frame(G, y, tau, mode, slow, _sliding_factor(G, mode))
+        frame = _Frame(G, y, tau, mode, slow, frame.factor, _residual(*state, frame)[1])
         # an entry already past its kink (a sliding weight that rounding put a hair outside
         # [0, 1] when the pattern was set): its crossing would never be seen, so the segment
         # ends where it starts, with an event there

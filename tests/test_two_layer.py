@@ -220,6 +220,32 @@ def test_sliding_weights_from_the_per_event_inverses_are_the_direct_solves():
         np.testing.assert_allclose(factored, direct, rtol=1e-9, atol=1e-15)
 
 
+def test_a_sliding_exit_through_the_weights_pole_is_not_stepped_over():
+    # sigma = u / r has a pole where the sliding sample's residual crosses 0: the weight can
+    # leave [0, 1] and come back within one step. In a segment (`r0`, the residual at its
+    # start) the distance is min(sigma q, (1 - sigma) q), q = r / r0: negative once r flipped
+    from integrators import _two_layer_field as F
+
+    g = 0.5
+    G = jnp.asarray([[1.0, g], [g, 1.0]])
+    mode = jnp.asarray([[F.ACTIVE, F.SLIDING]])  # one neuron: sigma = -g r_0 / r_1
+    state = (jnp.zeros(1), jnp.asarray([[1.0, 0.5, 0.0]]))
+    f = F._residual(*state, F._Frame(G, jnp.zeros(2), jnp.asarray(1.0), mode, 1e-10))[1]
+
+    def distance(r, r0=None):
+        frame = F._Frame(G, f - r, jnp.asarray(1.0), mode, jnp.asarray(1e-10), None, r0)
+        return np.asarray(F._distance(state, frame))[0, 1]
+
+    start, flipped = jnp.asarray([-1.0, 1.0]), jnp.asarray([1.0, -1.0])
+    assert distance(start) == distance(start, start) == 0.5  # sigma = 0.5 either way
+    assert distance(flipped) == 0.5  # back inside [0, 1] past the pole: the old distance
+    assert distance(flipped, start) == -0.5  # the segment's: the exit is seen
+    # finite and continuous through the pole (r_1 -> 0): sigma q = u / r0_1 = 0.5 here, and
+    # (1 - sigma) q = q - 0.5 (sigma itself is +-5e8 at r_1 = +-1e-9)
+    near = [distance(jnp.asarray([-1.0, e]), start) for e in (1e-3, 1e-9, -1e-9)]
+    np.testing.assert_allclose(near, [-0.499, -0.5, -0.5], rtol=1e-8)
+
+
 def test_sliding_sets_beyond_the_largest_factored_block_are_solved_directly(monkeypatch):
     # past n = 128 the factor holds no n x n inverses: a set larger than the largest compact
     # block is solved at each evaluation (here with the blocks cut to 4 x 4 at n = 6)
