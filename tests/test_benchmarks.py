@@ -257,6 +257,14 @@ def test_two_layer_vs_gd(tmp_path):
     assert "flow / GD" in stdout
 
 
+def test_correlated_vs_gd(tmp_path):
+    stdout, results = run_quick("correlated_vs_gd", tmp_path / "cg")
+    (row,) = results["rows"]
+    assert row["ok"] == [True] and row["kink_events"][0] > 0
+    assert row["error"][0] < 1e-3 + 2 * row["uncertainty"][0]
+    assert "flow vs GD" in stdout
+
+
 def test_saddles(tmp_path):
     stdout, results = run_quick("saddles", tmp_path / "sd")
     rows = results["rows"]
