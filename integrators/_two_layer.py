@@ -26,8 +26,9 @@ pre-activation crosses 0. Between kink events the activation pattern is held fix
 z_ji is active, inactive or *sliding*), which makes the field smooth, so the adaptive solver
 never straddles a discontinuity: a diffrax event (a safeguarded Illinois regula falsi on the
 dense output, `_TimeIllinois`, stopping at the bracket's end past the crossing) locates the
-first z_ji to reach 0 (or the first sliding weight to reach 0 or 1), the solve stops there,
-and the pattern is updated by the one-sided fields. With d_+ and d_- the velocities of z_ji
+first z_ji to reach 0 (or the first sliding weight to reach 0 or 1; the weight is watched
+without its pole, `_distance`), the solve stops there, and the pattern is updated by the
+one-sided fields. With d_+ and d_- the velocities of z_ji
 with sample i counted active or inactive for neuron j:
 
 - d_+ and d_- both > 0 (both < 0, or d_- <= 0 < d_+): the flow crosses (or stays out):
