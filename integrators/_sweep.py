@@ -97,9 +97,9 @@ class SweepConfigError(ValueError):
     >>> run = lambda key, scale: {"x": scale * jax.random.normal(key)}
     >>> _ = sweep(run, seeds=2, grid=[{"scale": 1.0}], out=out, progress=False)
     >>> try:
-    ...     sweep(run, seeds=3, grid=[{"scale": 1.0}], out=out, progress=False)
+    ...     sweep(run, seeds=2, grid=[{"scale": 2.0}], out=out, progress=False)
     ... except SweepConfigError as err:
-    ...     print("refused:", "seeds" in str(err))
+    ...     print("refused:", "points" in str(err))
     refused: True
     """
 
