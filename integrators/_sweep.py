@@ -79,6 +79,8 @@ from ._sweep_store import (
     _atomic_savez,
     _chunk_path,
     _chunks,
+    _counts,
+    _drop_failure_records,
     _fill,
     _flat_names,
     _load_chunk,
@@ -240,15 +242,20 @@ def sweep(
         if manifest is not None and manifest["fingerprint"] != fingerprint:
             old = manifest.get("identity", {})
             differs = sorted(k for k in set(old) | set(identity) if old.get(k) != identity.get(k))
+            older = (
+                " It was written by an older version, whose configuration counted the seeds."
+                if differs == ["seeds"]
+                else ""
+            )
             raise SweepConfigError(
                 f"{out} holds a sweep with a different configuration (differs in: "
-                f"{', '.join(differs) or 'fingerprint'}). Use another --out folder, or delete "
-                "this one to start over; results of two configurations are never merged."
+                f"{', '.join(differs) or 'fingerprint'}).{older} Use another --out folder, or "
+                "delete this one to start over; results of two configurations are never merged."
             )
         if manifest is not None:
             chunk_size = manifest["chunk_size"]
-            if writer and seeds > int(manifest["spec"]["seeds"]):
-                manifest = {**manifest, "spec": {**manifest["spec"], "seeds": seeds}}
+            if writer and seeds > _counts(manifest)[-1]:
+                manifest = _with_counts(manifest, [seeds])
                 _write_json(out / "sweep.json", manifest)
         (out / "chunks").mkdir(parents=True, exist_ok=True)
 
@@ -274,7 +281,7 @@ def sweep(
             prog.prepare(inst_one, dyn)
         unit = n_dev * prog.batch_size
         chunk_size = unit * max(1, 64 // unit)
-    chunk_size = min(int(chunk_size), seeds)
+    chunk_size = int(chunk_size)  # kept as asked: a later run with more seeds uses it too
     if out is not None and writer and manifest is None:
         outputs = [{k: [list(s), d.str] for k, (s, d) in lay[3].items()} for lay in layouts]
         manifest = {
@@ -282,16 +289,19 @@ def sweep(
             "spec": spec,
             "identity": identity,
             "chunk_size": chunk_size,
+            "counts": [seeds],
             "devices": n_dev,
             "outputs": outputs,
         }
         _write_json(out / "sweep.json", manifest)
 
     # fewer seeds than the folder holds: its chunks are read and cut to `seeds`
-    total = max(seeds, int(manifest["spec"]["seeds"])) if manifest is not None else seeds
+    counts = [seeds] if manifest is None else _counts(manifest)
+    counts = counts if seeds <= counts[-1] else [*counts, seeds]
+    total = counts[-1]
     outputs, failed, point_seconds = [], [], []
     computed = loaded = 0
-    n_chunks = -(-seeds // chunk_size)
+    n_chunks = sum(lo < seeds for lo, _, _ in _chunks("", 0, {}, counts, chunk_size))
     progress_bar = _Progress(name, n_chunks * len(points), progress)
     for index, (point, (prog, dyn, inst_one, expected)) in enumerate(
         zip(points, layouts, strict=True)
@@ -299,7 +309,7 @@ def sweep(
         point_start = time.perf_counter()
         result = {k: _fill((total, *s), d) for k, (s, d) in expected.items()}
         point_failed = []
-        for lo, hi, stamps in _chunks(fingerprint, index, point, total, chunk_size):
+        for lo, hi, stamps in _chunks(fingerprint, index, point, counts, chunk_size):
             if lo >= seeds:
                 break
             path = None if out is None else _chunk_path(out, index, lo, hi)
@@ -320,7 +330,7 @@ def sweep(
                     continue
                 if path is not None and writer:
                     _atomic_savez(path, {**data, **{k: np.array(v) for k, v in stamps.items()}})
-                    path.with_suffix(".failed.json").unlink(missing_ok=True)
+                    _drop_failure_records(out, index, lo, hi)
                 computed += 1
                 progress_bar.update(True)
             else:
@@ -338,6 +348,10 @@ def sweep(
         point_seconds.append(time.perf_counter() - point_start)
     ran = [lay[0].batch_size for lay in layouts if lay[0].run is not None]
     if out is not None and writer and ran and manifest.get("batch_size") != ran[0]:
+        # re-read: another process may have extended the sweep meanwhile (keep its seeds)
+        now = _read_manifest(out / "sweep.json")
+        if now is not None and now.get("fingerprint") == fingerprint:
+            manifest = _with_counts(manifest, _counts(now))
         _write_json(out / "sweep.json", {**manifest, "batch_size": ran[0]})
     return SweepSolution(
         points=points,
@@ -346,12 +360,18 @@ def sweep(
         computed_chunks=computed,
         loaded_chunks=loaded,
         batch_size=ran[0] if ran else int((manifest or {}).get("batch_size", 0)),
-        chunk_size=chunk_size,
+        chunk_size=min(chunk_size, seeds),
         devices=n_dev,
         wall_seconds=time.perf_counter() - timer,
         point_seconds=point_seconds,
         missing=[[] for _ in points],
     )
+
+
+def _with_counts(manifest: dict, more) -> dict:
+    """The manifest with the seed counts `more` added (its `spec["seeds"]`: the largest)."""
+    counts = sorted(set(_counts(manifest)) | {int(c) for c in more})
+    return {**manifest, "counts": counts, "spec": {**manifest["spec"], "seeds": counts[-1]}}
 
 
 def load_sweep(out: str | Path) -> SweepSolution:
@@ -374,14 +394,15 @@ def load_sweep(out: str | Path) -> SweepSolution:
     if manifest is None or not {"outputs", "spec", "chunk_size", "fingerprint"} <= set(manifest):
         raise ValueError(f"`out` must be a sweep folder with a readable sweep.json, got {out}")
     spec, chunk_size = manifest["spec"], manifest["chunk_size"]
-    seeds, points = int(spec["seeds"]), spec["points"]
+    counts, points = _counts(manifest), spec["points"]
+    seeds = counts[-1]
     outputs, missing, point_seconds, loaded = [], [], [], 0
     for index, (point, layout) in enumerate(zip(points, manifest["outputs"], strict=True)):
         start = time.perf_counter()
         expected = {k: (tuple(s), np.dtype(d)) for k, (s, d) in layout.items()}
         result = {k: _fill((seeds, *s), d) for k, (s, d) in expected.items()}
         absent = []
-        for lo, hi, stamps in _chunks(manifest["fingerprint"], index, point, seeds, chunk_size):
+        for lo, hi, stamps in _chunks(manifest["fingerprint"], index, point, counts, chunk_size):
             data = _load_chunk(_chunk_path(out, index, lo, hi), stamps, expected)
             if data is None:
                 absent.append([lo, hi])

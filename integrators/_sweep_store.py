@@ -3,6 +3,7 @@ checks that a loaded chunk belongs to this sweep."""
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -83,12 +84,33 @@ def _write_json(path: Path, value: dict) -> None:
     os.replace(tmp, path)
 
 
-def _chunks(fingerprint: str, index: int, point: dict, seeds: int, chunk_size: int):
-    """The chunks of one grid point: `(lo, hi, stamps)`, the stamps a valid file must carry."""
+def _chunks(fingerprint: str, index: int, point: dict, counts, chunk_size: int):
+    """The chunks of one grid point: `(lo, hi, stamps)`, the stamps a valid file must carry.
+    `counts`: the seed counts the sweep was run at, increasing (`_counts`); each run's new
+    seeds [counts[k-1], counts[k]) are cut into chunks from counts[k-1], so that the chunks of
+    the earlier runs keep their ranges."""
     stamp = _point_stamp(index, point)
-    for lo in range(0, seeds, chunk_size):
-        hi = min(seeds, lo + chunk_size)
-        yield lo, hi, {"__fingerprint__": fingerprint, "__point__": stamp, "__seeds__": [lo, hi]}
+    start = 0
+    for count in counts:
+        for lo in range(start, count, chunk_size):
+            hi = min(count, lo + chunk_size)
+            stamps = {"__fingerprint__": fingerprint, "__point__": stamp, "__seeds__": [lo, hi]}
+            yield lo, hi, stamps
+        start = count
+
+
+def _counts(manifest: dict) -> list[int]:
+    """The seed counts a sweep folder was run at, increasing (older manifests: their one)."""
+    return [int(c) for c in manifest.get("counts", [manifest["spec"]["seeds"]])]
+
+
+def _drop_failure_records(out: Path, index: int, lo: int, hi: int) -> None:
+    """Remove the failure records of grid point `index` whose seed range meets [lo, hi) (a
+    chunk saved there: they are stale, whatever ranges they had)."""
+    for path in (out / "chunks").glob(f"p{index:03d}_s*.failed.json"):
+        match = re.fullmatch(r"p\d+_s(\d+)-(\d+)\.failed\.json", path.name)
+        if match and int(match[1]) < hi and lo < int(match[2]):
+            path.unlink(missing_ok=True)
 
 
 def _chunk_path(out: Path, index: int, lo: int, hi: int) -> Path:

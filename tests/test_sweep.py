@@ -269,12 +269,13 @@ def test_a_chunk_size_above_the_seeds_is_not_padded():
 
 def test_a_damaged_manifest_is_rewritten_and_chunks_still_load(tmp_path):
     first = sweep(_scaled, seeds=4, grid=[{"scale": 1.0}], out=tmp_path, progress=False)
+    size = json.loads((tmp_path / "sweep.json").read_text())["chunk_size"]
     for damage in ("{not json", "[]", '{"fingerprint": 3}'):
         (tmp_path / "sweep.json").write_text(damage)
         again = sweep(_scaled, seeds=4, grid=[{"scale": 1.0}], out=tmp_path, progress=False)
         assert again.computed_chunks == 0
         np.testing.assert_array_equal(again.outputs[0]["x"], first.outputs[0]["x"])
-        assert json.loads((tmp_path / "sweep.json").read_text())["chunk_size"] == 4
+        assert json.loads((tmp_path / "sweep.json").read_text())["chunk_size"] == size
 
 
 def test_a_sweep_on_disk_loads_without_compiling(tmp_path):
@@ -317,6 +318,44 @@ def test_more_seeds_compute_only_the_new_ones_and_fewer_read_the_first(tmp_path)
     assert three.loaded_chunks == 4 and three.computed_chunks == 0
     np.testing.assert_array_equal(three.outputs[1]["x"], seven.outputs[1]["x"][:3])
     assert load_sweep(tmp_path).outputs[0]["x"].shape == (7, 2)  # the folder keeps all 7
+
+
+def test_extending_keeps_the_earlier_chunks_and_their_failure_records_go(tmp_path, monkeypatch):
+    from integrators import load_sweep
+
+    grid = [{"scale": 1.0}]
+
+    def run(key, scale):
+        x = scale * jax.random.normal(key, (2,))
+        # seed 4 fails in the first run only (read at tracing, outside the fingerprint)
+        on = os.environ.get("SWEEP_TEST_FAIL") == "1"
+        fail = on & jnp.all(key == jax.random.fold_in(jax.random.PRNGKey(0), 4))
+        return {"x": eqx.error_if(x, fail, "seed 4 diverged")}
+
+    monkeypatch.setenv("SWEEP_TEST_FAIL", "1")
+
+    # 5 seeds in chunks of 2: [0, 2), [2, 4), [4, 5), the last one failed
+    five = sweep(run, seeds=5, grid=grid, out=tmp_path, chunk_size=2, progress=False)
+    assert [f["seeds"] for f in five.failed[0]] == [[4, 5]]
+    monkeypatch.setenv("SWEEP_TEST_FAIL", "0")
+    jax.clear_caches()  # the programs of the first run were traced with the failure on
+    # 7 more: the old boundaries stay ([4, 5) is recomputed as itself), the new seeds start
+    # at 5, and the stale failure record goes
+    seven = sweep(run, seeds=7, grid=grid, out=tmp_path, progress=False)
+    assert seven.loaded_chunks == 2 and seven.computed_chunks == 2 and seven.failed == [[]]
+    assert sorted(p.name for p in (tmp_path / "chunks").glob("*")) == [
+        "p000_s0000000-0000002.npz", "p000_s0000002-0000004.npz",
+        "p000_s0000004-0000005.npz", "p000_s0000005-0000007.npz",
+    ]  # fmt: skip
+    back = load_sweep(tmp_path)
+    assert back.ok and back.missing == [[]] and back.outputs[0]["x"].shape == (7, 2)
+    alone = sweep(run, seeds=7, grid=grid, progress=False)
+    np.testing.assert_array_equal(back.outputs[0]["x"], alone.outputs[0]["x"])
+    # a small first run does not fix the chunk size for the next: 2 seeds, then 20 in one
+    small = tmp_path / "small"
+    sweep(_scaled, seeds=2, grid=grid, out=small, chunk_size=16, progress=False)
+    more = sweep(_scaled, seeds=20, grid=grid, out=small, progress=False)
+    assert more.loaded_chunks == 1 and more.computed_chunks == 2  # [2, 18), [18, 20)
 
 
 def test_load_sweep_reads_finished_and_partial_sweeps(tmp_path):
