@@ -1,24 +1,16 @@
 """Seed sweeps: sharded over devices, cache-aware, resumable after a kill.
 
 A sweep runs one simulation for `seeds` seeds at every point of a parameter grid. Per point,
-seeds go in *chunks*; each chunk is one call of two compiled programs, both sharded over a
+seeds go in *chunks*; each chunk is one call of two compiled programs, `run` sharded over a
 `jax.sharding.Mesh` of all devices along a `"seed"` axis:
 
     make(key, **params) -> instance          (data and initialization of one seed)
     run(instance, **params) -> {name: array}  (the simulation; one seed in, arrays out)
 
-They are separate programs on purpose, and `make` runs unsharded: on XLA:CPU with several
-host devices, jaxlib's (0.10) LAPACK kernels deadlock once a call's batch is large (about
-5e5 flops: two 65 x 65 solves, or 200 of 16 x 16): the kernel splits the batch over the
-thread pool and blocks until it is done, and with as many devices running as pool threads no
-thread is left to do it. A batch of one system never splits. So `make` (the QR of
-`orthogonal_data`) runs unsharded, and `two_layer_flow`'s per-neuron sliding solves (and
-`gradient_flow`'s sliding solve) use `theory.numerics.lu_solve` (plain XLA operations).
-Still LAPACK, one system per seed: `vanishing_flow`'s inverse, the Rosenbrock solvers' and
-`diagonal_flow`'s LU; safe at a batch of one seed per device (what the batch rule gives
-their sweeps on CPU), not beyond. A `run` of your own that calls batched LAPACK
-(`jnp.linalg.solve`/`eigh`/`svd` on stacks of matrices, or on one matrix under a batch
-`b` > 1) can hang the same way on CPU.
+They are separate programs on purpose: `make` runs unsharded, because batched LAPACK kernels can
+deadlock on XLA:CPU with several host devices (`integrators._sweep_programs` says when and
+which solvers are safe); a `run` of your own that calls batched LAPACK (`jnp.linalg.solve`,
+`eigh`, `svd` on stacks of matrices) can hang the same way on CPU.
 
 Inside a device, `lax.map(..., batch_size=b)` vmaps `b` seeds at a time. The rule for `b`:
 the largest power of two whose compiled working set (XLA's memory analysis of one seed, times
@@ -50,8 +42,6 @@ Multi-host: call `jax.distributed.initialize()` in every process before the swee
 then spans all processes' devices, every process computes its share, and process 0 writes.
 """
 
-import json
-import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -69,6 +59,7 @@ from ._fingerprint import code_digest, digest
 from ._sweep_programs import (
     _PROGRAMS,
     _compute_chunk,
+    _error_message,
     _key_itself,
     _Programs,
     _Progress,
@@ -84,7 +75,11 @@ from ._sweep_store import (
     _fill,
     _flat_names,
     _load_chunk,
+    _read_failure_records,
     _read_manifest,
+    _record_batch_size,
+    _refusal,
+    _with_counts,
     _write_json,
 )
 
@@ -155,18 +150,6 @@ def _check_arguments(seeds, points, static, chunk_size, batch_size) -> int:
     if not points:
         raise ValueError("`grid` must hold at least one point, got none")
     return seeds
-
-
-def _error_message(err: BaseException) -> str:
-    """`Type: message` of a failed chunk, the user's own message first: an error raised
-    inside a jitted function (`eqx.error_if`, a host callback) arrives wrapped as
-    "CpuCallback error ... Traceback ..." with the message on an inner `...Error: ` line."""
-    text = str(err)
-    if "Traceback" in text or "CpuCallback" in text:
-        inner = re.findall(r"^\s*[A-Za-z_][\w.]*(?:Error|Exception): (.+)$", text, re.MULTILINE)
-        if inner:
-            return f"{type(err).__name__}: {inner[-1].strip()} (in full: {text[:2000]})"
-    return f"{type(err).__name__}: {text}"
 
 
 def sweep(
@@ -240,18 +223,7 @@ def sweep(
     if out is not None:
         manifest = _read_manifest(out / "sweep.json")
         if manifest is not None and manifest["fingerprint"] != fingerprint:
-            old = manifest.get("identity", {})
-            differs = sorted(k for k in set(old) | set(identity) if old.get(k) != identity.get(k))
-            older = (
-                " It was written by an older version, whose configuration counted the seeds."
-                if differs == ["seeds"]
-                else ""
-            )
-            raise SweepConfigError(
-                f"{out} holds a sweep with a different configuration (differs in: "
-                f"{', '.join(differs) or 'fingerprint'}).{older} Use another --out folder, or "
-                "delete this one to start over; results of two configurations are never merged."
-            )
+            raise SweepConfigError(_refusal(out, manifest, identity))
         if manifest is not None:
             chunk_size = manifest["chunk_size"]
             if writer and seeds > _counts(manifest)[-1]:
@@ -348,11 +320,7 @@ def sweep(
         point_seconds.append(time.perf_counter() - point_start)
     ran = [lay[0].batch_size for lay in layouts if lay[0].run is not None]
     if out is not None and writer and ran and manifest.get("batch_size") != ran[0]:
-        # re-read: another process may have extended the sweep meanwhile (keep its seeds)
-        now = _read_manifest(out / "sweep.json")
-        if now is not None and now.get("fingerprint") == fingerprint:
-            manifest = _with_counts(manifest, _counts(now))
-        _write_json(out / "sweep.json", {**manifest, "batch_size": ran[0]})
+        _record_batch_size(out, manifest, ran[0])
     return SweepSolution(
         points=points,
         outputs=outputs,
@@ -366,12 +334,6 @@ def sweep(
         point_seconds=point_seconds,
         missing=[[] for _ in points],
     )
-
-
-def _with_counts(manifest: dict, more) -> dict:
-    """The manifest with the seed counts `more` added (its `spec["seeds"]`: the largest)."""
-    counts = sorted(set(_counts(manifest)) | {int(c) for c in more})
-    return {**manifest, "counts": counts, "spec": {**manifest["spec"], "seeds": counts[-1]}}
 
 
 def load_sweep(out: str | Path) -> SweepSolution:
@@ -413,13 +375,7 @@ def load_sweep(out: str | Path) -> SweepSolution:
         outputs.append(result)
         missing.append(absent)
         point_seconds.append(time.perf_counter() - start)
-    failed = [
-        [
-            json.loads(p.read_text())
-            for p in sorted((out / "chunks").glob(f"p{i:03d}_*.failed.json"))
-        ]
-        for i in range(len(points))
-    ]
+    failed = _read_failure_records(out, len(points))
     return SweepSolution(
         points=points,
         outputs=outputs,

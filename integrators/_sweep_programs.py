@@ -1,7 +1,22 @@
 """The compiled programs of a sweep: the batch-size rule, the make/run programs with their
-argument checks collected, a chunk's computation, and the progress bar."""
+argument checks collected, a chunk's computation, and the progress bar.
+
+`make` and `run` are separate programs, and `make` runs unsharded: on XLA:CPU with several
+host devices, jaxlib's (0.10) LAPACK kernels deadlock once a call's batch is large (about
+5e5 flops: two 65 x 65 solves, or 200 of 16 x 16): the kernel splits the batch over the
+thread pool and blocks until it is done, and with as many devices running as pool threads no
+thread is left to do it. A batch of one system never splits. So `make` (the QR of
+`orthogonal_data`) runs unsharded, and `two_layer_flow`'s per-neuron sliding solves (and
+`gradient_flow`'s sliding solve) use `theory.numerics.lu_solve` (plain XLA operations).
+Still LAPACK, one system per seed: `vanishing_flow`'s inverse, the Rosenbrock solvers' and
+`diagonal_flow`'s LU; safe at a batch of one seed per device (what the batch rule gives
+their sweeps on CPU), not beyond. A `run` of your own that calls batched LAPACK
+(`jnp.linalg.solve`/`eigh`/`svd` on stacks of matrices, or on one matrix under a batch
+`b` > 1) can hang the same way on CPU.
+"""
 
 import math
+import re
 import sys
 import time
 from pathlib import Path
@@ -192,3 +207,15 @@ def _compute_chunk(prog: _Programs, key0, lo: int, size: int, real: int, dyn) ->
     outs, run_oks = _to_host(prog.run(instances, dyn))
     _raise_failed_checks(run_oks[:real], prog.run_messages, lo, "run")
     return {k: v[:real] for k, v in _flat_names(outs).items()}
+
+
+def _error_message(err: BaseException) -> str:
+    """`Type: message` of a failed chunk, the user's own message first: an error raised
+    inside a jitted function (`eqx.error_if`, a host callback) arrives wrapped as
+    "CpuCallback error ... Traceback ..." with the message on an inner `...Error: ` line."""
+    text = str(err)
+    if "Traceback" in text or "CpuCallback" in text:
+        inner = re.findall(r"^\s*[A-Za-z_][\w.]*(?:Error|Exception): (.+)$", text, re.MULTILINE)
+        if inner:
+            return f"{type(err).__name__}: {inner[-1].strip()} (in full: {text[:2000]})"
+    return f"{type(err).__name__}: {text}"

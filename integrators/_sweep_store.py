@@ -129,3 +129,45 @@ def _agree_on_loading(data, path):
             "`out` must be a folder that every process can read"
         )
     return data if load else None
+
+
+def _with_counts(manifest: dict, more) -> dict:
+    """The manifest with the seed counts `more` added (its `spec["seeds"]`: the largest)."""
+    counts = sorted(set(_counts(manifest)) | {int(c) for c in more})
+    return {**manifest, "counts": counts, "spec": {**manifest["spec"], "seeds": counts[-1]}}
+
+
+def _refusal(out: Path, manifest: dict, identity: dict) -> str:
+    """Why the folder `out`, whose manifest has another fingerprint, is refused."""
+    old = manifest.get("identity", {})
+    differs = sorted(k for k in set(old) | set(identity) if old.get(k) != identity.get(k))
+    older = (
+        " It was written by an older version, whose configuration counted the seeds."
+        if differs == ["seeds"]
+        else ""
+    )
+    return (
+        f"{out} holds a sweep with a different configuration (differs in: "
+        f"{', '.join(differs) or 'fingerprint'}).{older} Use another --out folder, or "
+        "delete this one to start over; results of two configurations are never merged."
+    )
+
+
+def _record_batch_size(out: Path, manifest: dict, batch_size: int) -> None:
+    """Write the batch size that ran into the manifest, re-read first: another process may
+    have extended the sweep meanwhile (its seed counts are kept)."""
+    now = _read_manifest(out / "sweep.json")
+    if now is not None and now.get("fingerprint") == manifest["fingerprint"]:
+        manifest = _with_counts(manifest, _counts(now))
+    _write_json(out / "sweep.json", {**manifest, "batch_size": batch_size})
+
+
+def _read_failure_records(out: Path, n_points: int) -> list[list[dict]]:
+    """Per grid point, the failure records of its chunks that raised (and were not redone)."""
+    return [
+        [
+            json.loads(p.read_text())
+            for p in sorted((out / "chunks").glob(f"p{i:03d}_*.failed.json"))
+        ]
+        for i in range(n_points)
+    ]
