@@ -51,7 +51,7 @@ COMMANDS = {
     "multi_index_finite_sample": "multi_index --samples 50000",
     "beyond_orthogonal_n64": "beyond_orthogonal --n 64 --cs 0 1e-6 0.1 --d-over-n --no-solvers",
     "beyond_orthogonal_n256": (
-        "beyond_orthogonal --n 256 --cs 0 0.1 --d-over-n --no-solvers --seeds 4"
+        "beyond_orthogonal --n 256 --cs 0 0.1 --d-over-n --no-solvers --seeds 8"
     ),
     "correlated_vs_gd_n256": "correlated_vs_gd --n 256 --seeds 1 --setting 0.1 10",
 }
