@@ -69,6 +69,7 @@ from ._sweep_store import (
     _agree_on_loading,
     _atomic_savez,
     _chunk_path,
+    _chunk_ranges,
     _chunks,
     _counts,
     _drop_failure_records,
@@ -273,7 +274,7 @@ def sweep(
     total = counts[-1]
     outputs, failed, point_seconds = [], [], []
     computed = loaded = 0
-    n_chunks = sum(lo < seeds for lo, _, _ in _chunks("", 0, {}, counts, chunk_size))
+    n_chunks = sum(lo < seeds for lo, _ in _chunk_ranges(counts, chunk_size))
     progress_bar = _Progress(name, n_chunks * len(points), progress)
     for index, (point, (prog, dyn, inst_one, expected)) in enumerate(
         zip(points, layouts, strict=True)

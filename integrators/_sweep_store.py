@@ -84,19 +84,23 @@ def _write_json(path: Path, value: dict) -> None:
     os.replace(tmp, path)
 
 
-def _chunks(fingerprint: str, index: int, point: dict, counts, chunk_size: int):
-    """The chunks of one grid point: `(lo, hi, stamps)`, the stamps a valid file must carry.
-    `counts`: the seed counts the sweep was run at, increasing (`_counts`); each run's new
-    seeds [counts[k-1], counts[k]) are cut into chunks from counts[k-1], so that the chunks of
-    the earlier runs keep their ranges."""
-    stamp = _point_stamp(index, point)
-    start = 0
+def _chunk_ranges(counts, chunk_size: int) -> list[tuple[int, int]]:
+    """The seed ranges `(lo, hi)` of a grid point's chunks. `counts`: the seed counts the sweep
+    was run at, increasing (`_counts`); each run's new seeds [counts[k-1], counts[k]) are cut
+    into chunks from counts[k-1], so that the chunks of the earlier runs keep their ranges."""
+    ranges, start = [], 0
     for count in counts:
-        for lo in range(start, count, chunk_size):
-            hi = min(count, lo + chunk_size)
-            stamps = {"__fingerprint__": fingerprint, "__point__": stamp, "__seeds__": [lo, hi]}
-            yield lo, hi, stamps
+        ranges += [(lo, min(count, lo + chunk_size)) for lo in range(start, count, chunk_size)]
         start = count
+    return ranges
+
+
+def _chunks(fingerprint: str, index: int, point: dict, counts, chunk_size: int):
+    """The chunks of one grid point: `(lo, hi, stamps)`, the stamps a valid file must carry
+    (ranges from `_chunk_ranges`)."""
+    stamp = _point_stamp(index, point)
+    for lo, hi in _chunk_ranges(counts, chunk_size):
+        yield lo, hi, {"__fingerprint__": fingerprint, "__point__": stamp, "__seeds__": [lo, hi]}
 
 
 def _counts(manifest: dict) -> list[int]:
