@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bench import xla_flags
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +28,7 @@ def _port() -> int:
 
 def _start(port, pid, out, result, *extra, processes=2):
     env = dict(os.environ, PYTHONPATH=f"{HERE.parent}{os.pathsep}{HERE}")
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
+    env["XLA_FLAGS"] = xla_flags(1)
     cmd = [sys.executable, JOB, str(port), str(pid), str(out), str(result), *extra]
     cmd += ["--processes", str(processes)]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from bench import xla_flags
 
 from integrators import SweepConfigError, pick_batch_size, sweep
 
@@ -20,7 +21,7 @@ ROOT = str(Path(__file__).resolve().parents[1])
 
 def _job(out, result, *extra, devices=1, wait=True):
     env = dict(os.environ, PYTHONPATH=ROOT)
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    env["XLA_FLAGS"] = xla_flags(devices)
     cmd = [sys.executable, JOB, str(out), str(result), *extra]
     if not wait:
         return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
