@@ -31,6 +31,7 @@ BENCHMARKS = {
     "beyond_orthogonal": "Beyond orthogonal inputs: correlated and Gaussian inputs, and the flows",
     "beyond_orthogonal_n64": "Beyond orthogonal inputs at n = 64: the correlated limits",
     "beyond_orthogonal_n256": "Beyond orthogonal inputs at n = 256: the first paper's size",
+    "correlated_vs_gd_n64": "Correlated inputs at n = 64 against gradient descent",
     "correlated_vs_gd_n256": "Correlated inputs at n = 256 against gradient descent",
     "diagonal_networks": "Diagonal linear networks: the jump process against the exact flow",
     "teacher_student": "Gaussian teacher-student: population flow, plateaus and saddles",
@@ -53,6 +54,7 @@ COMMANDS = {
     "beyond_orthogonal_n256": (
         "beyond_orthogonal --n 256 --cs 0 0.1 --d-over-n --no-solvers --seeds 8"
     ),
+    "correlated_vs_gd_n64": "correlated_vs_gd --n 64 --seeds 2",
     "correlated_vs_gd_n256": "correlated_vs_gd --n 256 --seeds 1 --setting 0.1 10",
 }
 DROP = ("curves", "curve", "directions", "signs", "y")  # plot and instance data
