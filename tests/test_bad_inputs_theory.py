@@ -1,4 +1,5 @@
-"""Bad input to every public function of `theory`: (call, exception, message fragment)."""
+"""Bad input to every public function of `theory` (`theory.numerics`: test_bad_inputs_numerics):
+(call, exception, message fragment)."""
 
 import jax
 import jax.numpy as jnp
@@ -6,16 +7,6 @@ import numpy as np
 from helpers import bad_input_test, public_functions, table_rows
 
 import theory as T
-import theory.numerics as TN
-
-
-def _decay(t0, t1, ts, dt0=0.1):
-    import diffrax
-
-    term = diffrax.ODETerm(lambda t, y, a: -y)
-    saveat = diffrax.SaveAt(ts=ts)
-    return TN.diffeqsolve(term, diffrax.Tsit5(), t0, t1, dt0, jnp.array(1.0), saveat=saveat)
-
 
 Y, S, D = jnp.array([1.0, -2.0]), jnp.array([1.0, -1.0]), jnp.ones((2, 2))
 PRED = T.saddle_jumps(Y, S, D)
@@ -113,30 +104,6 @@ CASES = {
             lambda: T.diagonal_jumps(jnp.eye(2), jnp.ones(2)).first_time_finite_alpha(0.0),
             ValueError,
             "alpha",
-        ),
-    ],
-    "diffeqsolve": [
-        (lambda: _decay(1.0, 0.0, jnp.array([0.5])), ValueError, "t1"),
-        (lambda: _decay(jnp.nan, 1.0, jnp.array([0.5])), ValueError, "t0"),
-        (lambda: _decay(0.0, 1.0, jnp.array([0.5]), dt0=-0.1), ValueError, "dt0"),
-        (lambda: _decay(0.0, 1.0, jnp.array([0.5, 0.2])), ValueError, "saveat.ts"),
-        (lambda: _decay(0.0, 1.0, jnp.array([1.5])), ValueError, "saveat.ts"),
-    ],
-    "nnqp": [
-        (lambda: TN.nnqp(jnp.eye(3), jnp.ones(2), tol=1e-9, max_steps=5), ValueError, "`G`"),
-        (lambda: TN.nnqp(jnp.eye(2), jnp.ones(2), tol=NAN, max_steps=5), ValueError, "`tol`"),
-        (lambda: TN.nnqp(jnp.eye(2), jnp.ones(2), tol=1e-9, max_steps=0), ValueError, "steps"),
-        (
-            lambda: TN.nnqp(jnp.diag(jnp.array([1.0, -1.0])), jnp.ones(2), tol=1e-9, max_steps=5),
-            ValueError,
-            "semidefinite",
-        ),
-        (
-            lambda: TN.nnqp(
-                jnp.array([[1.0, 1.0], [0.0, 1.0]]), jnp.ones(2), tol=1e-9, max_steps=5
-            ),
-            ValueError,
-            "symmetric",
         ),
     ],
     "coverage_width": [
@@ -359,13 +326,6 @@ CASES["saddle_jumps"] += [
         "at least one",
     ),
 ]
-CASES["nnqp"] += [
-    (
-        lambda: TN.nnqp(jnp.zeros((0, 0)), jnp.zeros(0), tol=1e-9, max_steps=5),
-        ValueError,
-        "at least one",
-    )
-]
 
 # trust round 2: inputs that gave silent answers (NaN, broadcasting, complex read as real)
 TS4 = np.array([0.0, 1.0, 1.0, 2.0])
@@ -417,13 +377,6 @@ CASES["one_minus_cos"] += [
     (lambda: T.one_minus_cos(jnp.full((1, 2), NAN), jnp.ones((1, 2))), ValueError, "finite"),
 ]
 
-CASES["nnqp"] += [
-    (
-        lambda: TN.nnqp(jnp.array([[1.0, 0.0], [0.0, NAN]]), A2, tol=1e-9, max_steps=5),
-        ValueError,
-        "`G`",
-    )
-]
 CASES["lotka_volterra"] += [
     (
         lambda: T.lotka_volterra(
@@ -447,9 +400,6 @@ CASES["crossing_times"] += [
         ">= 0",
     )
 ]
-CASES["nnqp"] += [
-    (lambda: TN.nnqp(jnp.eye(2), A2, tol=1e-9, max_steps=5, throw=1), ValueError, "`throw`")
-]
 
 CASES["kkt_residual"] += [
     (lambda: T.kkt_residual(jnp.eye(2), A2, X2, A2, 0.5, rounds=2.5), ValueError, "rounds")
@@ -468,49 +418,6 @@ CASES["max_margin"] += [
 
 
 # the solver machinery (theory.numerics)
-CASES["lu_solve"] = [
-    (lambda: TN.lu_solve(jnp.eye(3), jnp.ones(2)), ValueError, "`M` must have shape"),
-    (lambda: TN.lu_solve(jnp.ones((2, 3)), jnp.ones(2)), ValueError, "`M` must have shape"),
-    (lambda: TN.lu_solve(jnp.eye(2), jnp.ones((2, 1, 1))), ValueError, "`b`"),
-    (lambda: TN.lu_solve(jnp.eye(2), jnp.ones((3, 2))), ValueError, "`M` must have shape"),
-]
-
-CASES["dense_shifted_solve"] = [
-    (
-        lambda: TN.dense_shifted_solve(lambda t, y, a: -y, 0.0, ONE1, None, NAN),
-        ValueError,
-        "`shift`",
-    ),
-    (
-        lambda: TN.dense_shifted_solve(lambda t, y, a: -y, 0.0, ONE1, None, jnp.ones(2)),
-        ValueError,
-        "one finite",
-    ),
-]
-CASES["dense_shifted_solve"] += [
-    (
-        lambda: TN.dense_shifted_solve(lambda t, y, a: y, 0.0, ONE1, None, 1.0),
-        ValueError,
-        "singular",
-    ),
-    (
-        lambda: TN.dense_shifted_solve(lambda t, y, a: y * NAN, 0.0, ONE1, None, 1.0),
-        ValueError,
-        "singular",
-    ),
-]
-CASES["times_power_of_two"] = [
-    (lambda: TN.times_power_of_two(jnp.ones(2), 2.5), ValueError, "`e` must be an integer"),
-    (lambda: TN.times_power_of_two("1", 2), ValueError, "`x`"),
-]
-CASES["binary_exponent"] = [
-    (lambda: TN.binary_exponent(), ValueError, "at least one"),
-    (lambda: TN.binary_exponent(jnp.ones(2) * 1j), ValueError, "real"),
-]
-CASES["default_controller"] = [
-    (lambda: TN.default_controller(-1.0, 1e-9), ValueError, "`rtol`"),
-    (lambda: TN.default_controller(1e-6, NAN), ValueError, "`atol`"),
-]
 
 
 _CMP = dict(activation="abs", r=2, d=10, m=8, weight_decay=0.1)
@@ -527,6 +434,5 @@ test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(C
 
 
 def test_every_public_function_has_a_bad_input_case():
-    public = public_functions(T) | public_functions(TN)
-    public -= {"diffrax_stats"}  # a diffrax adaptor
+    public = public_functions(T) - {"diffrax_stats"}  # a diffrax adaptor
     assert public <= set(CASES), sorted(public - set(CASES))
