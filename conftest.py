@@ -8,7 +8,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # the default run is bound by XLA compilation, not by running the compiled code, so the tests
 # ask XLA to compile cheaply: LLVM's optimization passes off, fusions by XLA's classic
 # elemental emitters instead of its MLIR fusion emitters, one LLVM module per program. On a
-# 2-core machine the default run took 131 s so against 210 s with -O0 alone; the quick main
+# 2-core machine the default run took 131 s so, against 210 s with -O0 alone; the quick main
 # job's figures agree with an -O0 run to 2e-7 (different code, the same solver tolerances).
 # A user's runs keep XLA's defaults (there these flags make nothing faster); set XLA_FLAGS to
 # override. Subprocesses that set their own flags append to these (TESTS_XLA_FLAGS).

@@ -42,27 +42,19 @@ CASES = {
             ValueError,
             "symmetric",
         ),
+        (
+            lambda: TN.nnqp(jnp.zeros((0, 0)), jnp.zeros(0), tol=1e-9, max_steps=5),
+            ValueError,
+            "at least one",
+        ),
+        (
+            lambda: TN.nnqp(jnp.array([[1.0, 0.0], [0.0, NAN]]), A2, tol=1e-9, max_steps=5),
+            ValueError,
+            "`G`",
+        ),
+        (lambda: TN.nnqp(jnp.eye(2), A2, tol=1e-9, max_steps=5, throw=1), ValueError, "`throw`"),
     ],
 }
-CASES["nnqp"] += [
-    (
-        lambda: TN.nnqp(jnp.zeros((0, 0)), jnp.zeros(0), tol=1e-9, max_steps=5),
-        ValueError,
-        "at least one",
-    )
-]
-
-CASES["nnqp"] += [
-    (
-        lambda: TN.nnqp(jnp.array([[1.0, 0.0], [0.0, NAN]]), A2, tol=1e-9, max_steps=5),
-        ValueError,
-        "`G`",
-    )
-]
-
-CASES["nnqp"] += [
-    (lambda: TN.nnqp(jnp.eye(2), A2, tol=1e-9, max_steps=5, throw=1), ValueError, "`throw`")
-]
 
 CASES["lu_solve"] = [
     (lambda: TN.lu_solve(jnp.eye(3), jnp.ones(2)), ValueError, "`M` must have shape"),
@@ -82,9 +74,6 @@ CASES["dense_shifted_solve"] = [
         ValueError,
         "one finite",
     ),
-]
-
-CASES["dense_shifted_solve"] += [
     (
         lambda: TN.dense_shifted_solve(lambda t, y, a: y, 0.0, ONE1, None, 1.0),
         ValueError,
