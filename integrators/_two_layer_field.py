@@ -11,7 +11,7 @@ from jaxtyping import Array, Float, Int
 
 from dynamics import TwoLayerReLU
 from theory import rescaled
-from theory.numerics import lu_solve
+from theory.numerics import lu_solve, spd_inverse
 
 INACTIVE, ACTIVE, SLIDING = 0, 1, 2
 _KINK_TOL = 1e-9  # pre-activations (in units of the neuron's size) treated as on the kink
@@ -108,6 +108,19 @@ def _gathered(S, k):
     return idx, jnp.take_along_axis(S, idx, axis=1)
 
 
+def _checked_inverse(M):
+    """The inverses of the Gram blocks M (m, k, k) (`spd_inverse`), NaN where one is not an
+    inverse to 1e-6 on a probe vector: a singular block (a duplicated input sliding with its
+    copy) gives finite garbage where elimination without pivoting meets a pivot of rounding
+    size, and the NaN sends that neuron's weights to the least-squares fallback
+    (`_sliding_weights`)."""
+    inv = spd_inverse(M)
+    probe = jnp.sin(1.0 + jnp.arange(M.shape[-1], dtype=M.dtype))  # no zero sums, no symmetry
+    back = jnp.sum(M * jnp.sum(inv * probe, axis=2)[:, None, :], axis=2)  # no matmul (TF32)
+    bad = jnp.max(jnp.abs(back - probe), axis=1) > 1e-6
+    return jnp.where(bad[:, None, None], jnp.nan, inv)
+
+
 def _sliding_factor(G, mode) -> _SlidingFactor:
     """`_SlidingFactor` of the pattern `mode`: only the inverses of its branch are formed."""
     S = mode == SLIDING
@@ -136,11 +149,22 @@ def _sliding_factor(G, mode) -> _SlidingFactor:
             both = valid[:, :, None] & valid[:, None, :]
             eye = jnp.eye(k, dtype=G.dtype)
             idx.append(ix.astype(jnp.int32))
-            inv.append(_solve(jnp.where(both, block, eye), jnp.broadcast_to(eye, (m, k, k))))
+            inv.append(_checked_inverse(jnp.where(both, block, eye)))
         return tuple(idx[: len(sizes)]), tuple(inv)
 
     branches = [functools.partial(blocks, i) for i in range(len(sizes) + 2)]
     return _SlidingFactor(*jax.lax.switch(branch, branches))
+
+
+def _refactor(frame, mode) -> _SlidingFactor:
+    """`_sliding_factor(frame.G, mode)`, or `frame.factor` where `mode` slides on the same
+    entries as `frame.mode` (the factor depends on the sliding sets alone): a kink event that
+    changes no sliding set forms no inverses (before, four per event, most of its time at
+    c = 1e-6, n = 64, where the sets reach 64 entries)."""
+    if frame.factor is None:
+        return _sliding_factor(frame.G, mode)
+    same = ~eqxi.unvmap_any(jnp.any((mode == SLIDING) != (frame.mode == SLIDING)))
+    return jax.lax.cond(same, lambda: frame.factor, lambda: _sliding_factor(frame.G, mode))
 
 
 def _sliding_weights(r, frame):
@@ -311,7 +335,7 @@ def _event_condition(t, y, args, **kwargs):
 
 
 def _classify(state, frame, candidates):
-    """New pattern and state after a kink event.
+    """New pattern and state after a kink event, and the pattern's `_SlidingFactor`.
 
     `candidates` (m, n) are put on the kink (z = 0) and classified by their one-sided
     velocities d_- and d_+ (the others held as they are). Candidates of one neuron interact
@@ -328,14 +352,15 @@ def _classify(state, frame, candidates):
     psi = psi.at[:, 1:].set(jnp.where(candidates, 0.0, psi[:, 1:]))
     mode = jnp.where(candidates & (frame.mode == SLIDING), INACTIVE, frame.mode)
 
-    def with_mode(mode):
+    def with_mode(mode, base):
         # the weights as the flow's segments evaluate them (`_SlidingFactor`): a weight that
         # the classification keeps inside [0, 1] by rounding should not start the next
         # segment outside it, past its event (what is left, rounding, the segment's guard
         # catches: `two_layer_flow`'s module docstring)
-        return _Frame(frame.G, frame.y, frame.tau, mode, frame.slow, _sliding_factor(frame.G, mode))
+        return _Frame(frame.G, frame.y, frame.tau, mode, frame.slow, _refactor(base, mode))
 
-    pa, _, r, sigma, _, _ = _field_parts(kappa, psi, with_mode(mode))
+    start = with_mode(mode, frame)
+    pa, _, r, sigma, _, _ = _field_parts(kappa, psi, start)
     s = jnp.where(mode == ACTIVE, 1.0, jnp.where(mode == SLIDING, sigma, 0.0))
     s_minus = jnp.where(candidates, 0.0, s)  # each candidate counted inactive ...
     d_minus = -pa[:, None] * ((s_minus * r[None, :]) @ frame.G) / n
@@ -349,11 +374,12 @@ def _classify(state, frame, candidates):
     mode = jnp.where(candidates, new, mode)
 
     def round_(carry):
-        mode, released, _, k = carry
-        vel = _velocity(kappa, psi, with_mode(mode))
+        now, released, _, k = carry  # `now`: the frame of the pattern so far
+        mode = now.mode
+        vel = _velocity(kappa, psi, now)
         wrong = candidates & (((mode == ACTIVE) & (vel < 0)) | ((mode == INACTIVE) & (vel > 0)))
         new = jnp.where(wrong, SLIDING, mode)
-        here = with_mode(new)
+        here = with_mode(new, now)
         sigma = _sliding_weights(_residual(kappa, psi, here)[1], here)
         violation = jnp.where(new == SLIDING, jnp.maximum(sigma - 1.0, -sigma), -jnp.inf)
         worst = jnp.arange(n)[None, :] == jnp.argmax(violation, axis=1)[:, None]
@@ -361,21 +387,22 @@ def _classify(state, frame, candidates):
         up = out & (sigma > 1.0)
         down = out & (sigma < 0.0)
         new = jnp.where(up, ACTIVE, jnp.where(down, INACTIVE, new))
-        return new, released | up | down, jnp.any(new != mode), k + 1
+        return with_mode(new, here), released | up | down, jnp.any(new != mode), k + 1
 
     # until the pattern stops changing (one round for a lone entry), at most _RELEASE_ROUNDS
-    mode, released, _, _ = jax.lax.while_loop(
+    now, released, _, _ = jax.lax.while_loop(
         lambda c: c[2] & (c[3] < _RELEASE_ROUNDS),
         round_,
-        (mode, jnp.zeros_like(candidates), jnp.asarray(True), 0),
+        (with_mode(mode, start), jnp.zeros_like(candidates), jnp.asarray(True), 0),
     )
+    mode = now.mode
     entered = candidates & (mode == SLIDING) & ~was_sliding
     moved = candidates | released
     speed = frame.tau * jnp.maximum(jnp.abs(d_minus), jnp.abs(d_plus))
     gap = jnp.where(speed < frame.slow, frame.slow, _NUDGE)
     side = jnp.where(mode == ACTIVE, gap, jnp.where(mode == INACTIVE, -gap, 0.0))
     psi = psi.at[:, 1:].set(jnp.where(moved, side, psi[:, 1:]))
-    return (kappa, psi), mode, jnp.sum(entered)
+    return (kappa, psi), mode, jnp.sum(entered), now.factor
 
 
 def _initial(model: TwoLayerReLU, X):

@@ -69,13 +69,13 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> dict:
     controller = default_controller(rtol, atol)
     term = diffrax.ODETerm(_vector_field)
 
-    def segment(t0, state, mode, ts_win, dt0):
+    def segment(t0, state, mode, factor, ts_win, dt0):
         """Solve from t0 to the next kink event or to the last of the save times `ts_win`
         (the `window` from the first unsaved one, or the last `window`), from a first step
         dt0."""
         # the pattern holds until the next event: the sliding systems' inverses formed once
-        frame = _Frame(G, y, tau, mode, slow, _sliding_factor(G, mode))
-        frame = _Frame(G, y, tau, mode, slow, frame.factor, _residual(*state, frame)[1])
+        frame = _Frame(G, y, tau, mode, slow, factor)
+        frame = _Frame(G, y, tau, mode, slow, factor, _residual(*state, frame)[1])
         # an entry already past its kink (a sliding weight that rounding put a hair outside
         # [0, 1] when the pattern was set): its crossing would never be seen, so the segment
         # ends where it starts, with an event there
@@ -128,8 +128,8 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> dict:
         towards = ((mode == ACTIVE) & (vel < 0)) | ((mode == INACTIVE) & (vel > 0))
         near = (dist <= _KINK_TOL) & (towards | (mode == SLIDING))
         candidates = jnp.where(initial, state[1][:, 1:] == 0, first | near | (dist < 0))
-        state, mode, entered = _classify(state, frame, candidates)
-        return state, mode, entered.astype(jnp.int32)
+        state, mode, entered, factor = _classify(state, frame, candidates)
+        return state, mode, entered.astype(jnp.int32), factor
 
     blank = (
         jnp.full((T,), jnp.inf, dtype),
@@ -152,17 +152,17 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> dict:
         return ~c["done"]
 
     def body(c):
-        state, mode, entered = jax.lax.cond(
+        state, mode, entered, factor = jax.lax.cond(
             c["pending"],
             lambda: new_pattern(
                 c["state"], _Frame(G, y, tau, c["mode"], slow, c["factor"]), c["initial"]
             ),
-            lambda: (c["state"], c["mode"], zero),
+            lambda: (c["state"], c["mode"], zero, c["factor"]),
         )
         start = jnp.minimum(jnp.sum(c["filled"]), T - window)  # saved times are a prefix
         ts_win = jax.lax.dynamic_slice_in_dim(ts, start, window)
         t1, final, stopped, saved, result, stats, frame = segment(
-            c["t"], state, mode, ts_win, c["dt"]
+            c["t"], state, mode, factor, ts_win, c["dt"]
         )
         filled_win = jax.lax.dynamic_slice_in_dim(c["filled"], start, window)
         take = (ts_win >= c["t"]) & (ts_win <= t1) & ~filled_win

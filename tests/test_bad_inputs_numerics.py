@@ -63,6 +63,12 @@ CASES["lu_solve"] = [
     (lambda: TN.lu_solve(jnp.eye(2), jnp.ones((3, 2))), ValueError, "`M` must have shape"),
 ]
 
+CASES["spd_inverse"] = [
+    (lambda: TN.spd_inverse(jnp.ones(3)), ValueError, "`M` must have shape"),
+    (lambda: TN.spd_inverse(jnp.ones((2, 3))), ValueError, "`M` must have shape"),
+    (lambda: TN.spd_inverse(jnp.ones((4, 3, 2))), ValueError, "`M` must have shape"),
+]
+
 CASES["dense_shifted_solve"] = [
     (
         lambda: TN.dense_shifted_solve(lambda t, y, a: -y, 0.0, ONE1, None, NAN),

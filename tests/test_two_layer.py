@@ -282,3 +282,43 @@ def test_lu_solve_against_numpy():
         np.testing.assert_allclose(x, np.linalg.solve(M, b), rtol=1e-9, atol=1e-11)
     # singular: non-finite entries (as LAPACK's getrf/getrs), not a finite wrong answer
     assert not np.all(np.isfinite(solve(jnp.asarray(M).at[0].set(0.0), jnp.asarray(b))))
+
+
+def test_spd_inverse_against_numpy():
+    from theory.numerics import spd_inverse
+
+    inverse = jax.jit(spd_inverse)
+    rng = np.random.default_rng(0)
+    # the base case (k <= 8), uneven splits, a batch, and a Gram block of condition ~1e4
+    for shape, d in (((5, 5), 7), ((3, 19, 19), 22), ((2, 64, 64), 64)):
+        X = rng.normal(size=shape[:-1] + (d,))
+        M = X @ np.swapaxes(X, -1, -2)
+        expected = np.linalg.inv(M)
+        scale = np.max(np.abs(expected))
+        np.testing.assert_allclose(inverse(jnp.asarray(M)), expected, atol=1e-9 * scale)
+
+
+@pytest.mark.slow
+def test_a_duplicated_input_split_across_the_inverse_blocks_falls_back_to_least_squares():
+    # the blocked inverse does not pivot: a duplicated pair of inputs in one sliding set, one
+    # in each half of its 32 x 32 block, meets a rounding-size pivot and gives finite garbage;
+    # the factor's probe catches it and the weights are the direct solves' (least squares)
+    from integrators import _two_layer_field as F
+
+    n, m = 40, 3
+    X = _correlated(n, 0.3)
+    r = jnp.asarray(np.random.default_rng(0).normal(size=n))
+
+    @jax.jit
+    def weights(mode, G):
+        frame = F._Frame(G, jnp.zeros(n), jnp.asarray(1.0), mode, jnp.asarray(1e-10))
+        factored = eqx.tree_at(lambda f: f.factor, frame, F._sliding_factor(G, mode),
+                               is_leaf=lambda x: x is None)  # fmt: skip
+        return F._sliding_weights(r, frame), F._sliding_weights(r, factored)
+
+    mode = jnp.full((m, n), F.INACTIVE).at[:, -5:].set(F.ACTIVE).at[0, :30].set(F.SLIDING)
+    for copy in (5, 20):  # the same half, then the other half
+        Xd = X.at[copy].set(X[0])
+        direct, factored = weights(mode, Xd @ Xd.T)
+        assert np.all(np.isfinite(np.asarray(direct)))
+        np.testing.assert_allclose(factored, direct, rtol=1e-9, atol=1e-12)

@@ -6,8 +6,11 @@ in plain XLA operations (jit- and vmap-able), and the Cholesky solve it uses. It
 in finitely many steps at an exact KKT point. `theory.max_margin` solves its dual with it.
 
 Beside them, `lu_solve`: a pivoted LU solve in plain XLA operations, for the flows' small
-systems inside sweeps.
+systems inside sweeps, and `spd_inverse`: the inverse of a symmetric positive definite matrix
+by blocks, mostly matrix products.
 """
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -113,6 +116,52 @@ def lu_solve(M, b, *, unroll: bool = True):
         A = jax.lax.fori_loop(0, k, eliminate, A)
         x = jax.lax.fori_loop(0, k, substitute, x)
     return x[:, 0] if vector else x
+
+
+_BASE = 8  # `spd_inverse` inverts blocks up to this size by `lu_solve`
+
+
+def spd_inverse(M):
+    """M^{-1} for symmetric positive definite M (k, k), or a batch (..., k, k), by blocks:
+
+        M = [[A, B], [B^T, D]],   S = D - B^T A^{-1} B,
+        M^{-1} = [[A^{-1} + A^{-1} B S^{-1} B^T A^{-1}, -A^{-1} B S^{-1}],
+                  [-S^{-1} B^T A^{-1}, S^{-1}]],
+
+    with A^{-1} and S^{-1} by the same recursion down to 8 x 8 (`lu_solve`, looped). In plain XLA
+    operations, mostly batched matrix products (at full precision: no TF32 on GPUs), where
+    `lu_solve` takes k sequential elimination steps: for 47 systems on XLA:CPU it took 2.2 ms
+    at k = 64 against 12.5 ms, and 11 ms at k = 128 against 101 ms, to the same accuracy.
+    No pivoting: A and S are positive definite wherever M is (a leading block of a positive
+    semidefinite M is singular only where M is). A singular M gives non-finite or huge
+    entries, as `lu_solve` does; values are not checked (it runs at every kink event of
+    `two_layer_flow`), shapes are (`ValueError`).
+
+    >>> Minv = spd_inverse(jnp.array([[4.0, 2.0], [2.0, 2.0]]))
+    >>> [[round(v, 12) for v in row] for row in Minv.tolist()]
+    [[0.5, -0.5], [-0.5, 1.0]]
+    """
+    shape = jnp.shape(M)
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise ValueError(f"`M` must have shape (..., k, k) (square), got {shape}")
+    M = jnp.asarray(M, jnp.result_type(jnp.asarray(M), float))
+    k = shape[-1]
+    if k <= _BASE:
+        # looped: as fast at this size, and the recursion's program compiles in half the time
+        inverse = functools.partial(lu_solve, b=jnp.eye(k, dtype=M.dtype), unroll=False)
+        for _ in range(M.ndim - 2):
+            inverse = jax.vmap(inverse)
+        return inverse(M)
+    h = k // 2
+    A, B, C, D = M[..., :h, :h], M[..., :h, h:], M[..., h:, :h], M[..., h:, h:]
+    mm = functools.partial(jnp.matmul, precision=jax.lax.Precision.HIGHEST)
+    A_inv = spd_inverse(A)
+    AiB = mm(A_inv, B)
+    S_inv = spd_inverse(D - mm(C, AiB))
+    lower = -mm(S_inv, mm(C, A_inv))
+    upper = -mm(AiB, S_inv)
+    top = jnp.concatenate([A_inv - mm(AiB, lower), upper], axis=-1)
+    return jnp.concatenate([top, jnp.concatenate([lower, S_inv], axis=-1)], axis=-2)
 
 
 def nnqp(G, b, *, tol, max_steps: int, throw: bool = False) -> NNQPSolution:

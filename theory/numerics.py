@@ -9,7 +9,8 @@
   persistent cache stores the flows' programs).
 - `nnqp`: the active-set solver of nonnegative quadratic programs (`max_margin`'s dual);
   `lu_solve`: a pivoted LU solve in plain XLA operations, for small systems inside sweeps
-  (jaxlib's batched LAPACK kernels can deadlock on XLA:CPU with several host devices).
+  (jaxlib's batched LAPACK kernels can deadlock on XLA:CPU with several host devices), and
+  `spd_inverse`: a positive definite matrix's inverse by blocks (mostly matrix products).
 - `binary_exponent`, `times_power_of_two`: exact rescaling, for homogeneous quantities that
   would over- or underflow.
 
@@ -24,7 +25,12 @@ True
 from ._controller import default_controller as default_controller
 from ._diffeqsolve import diffeqsolve as diffeqsolve
 from ._hold import HoldArgs as HoldArgs
-from ._nnqp import NNQPSolution as NNQPSolution, lu_solve as lu_solve, nnqp as nnqp
+from ._nnqp import (
+    NNQPSolution as NNQPSolution,
+    lu_solve as lu_solve,
+    nnqp as nnqp,
+    spd_inverse as spd_inverse,
+)
 from ._rosenbrock import (
     Rodas4 as Rodas4,
     Rodas5P as Rodas5P,
@@ -44,6 +50,8 @@ __all__ = [
     "default_controller",
     "dense_shifted_solve",
     "diffeqsolve",
+    "lu_solve",
     "nnqp",
+    "spd_inverse",
     "times_power_of_two",
 ]
