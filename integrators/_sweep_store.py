@@ -108,17 +108,32 @@ def _counts(manifest: dict) -> list[int]:
     return [int(c) for c in manifest.get("counts", [manifest["spec"]["seeds"]])]
 
 
-def _drop_failure_records(out: Path, index: int, lo: int, hi: int) -> None:
-    """Remove the failure records of grid point `index` whose seed range meets [lo, hi) (a
-    chunk saved there: they are stale, whatever ranges they had)."""
-    for path in (out / "chunks").glob(f"p{index:03d}_s*.failed.json"):
-        match = re.fullmatch(r"p\d+_s(\d+)-(\d+)\.failed\.json", path.name)
-        if match and int(match[1]) < hi and lo < int(match[2]):
-            path.unlink(missing_ok=True)
+# a chunk's file name (its failure record: the suffix `.failed.json` instead), and the one
+# pattern that reads the grid point and seed range back
+_CHUNK_NAME = "p{index:03d}_s{lo:07d}-{hi:07d}.npz"
+_CHUNK_FIELDS = re.compile(r"p(\d+)_s(\d+)-(\d+)")
 
 
 def _chunk_path(out: Path, index: int, lo: int, hi: int) -> Path:
-    return out / "chunks" / f"p{index:03d}_s{lo:07d}-{hi:07d}.npz"
+    return out / "chunks" / _CHUNK_NAME.format(index=index, lo=lo, hi=hi)
+
+
+def _failure_records(out: Path) -> list[tuple[int, int, int, Path]]:
+    """(grid point, lo, hi, path) of every failure record in the folder, by name."""
+    found = []
+    for path in sorted((out / "chunks").glob("*.failed.json")):
+        match = _CHUNK_FIELDS.fullmatch(path.name.removesuffix(".failed.json"))
+        if match:
+            found.append((int(match[1]), int(match[2]), int(match[3]), path))
+    return found
+
+
+def _drop_failure_records(out: Path, index: int, lo: int, hi: int) -> None:
+    """Remove the failure records of grid point `index` whose seed range meets [lo, hi) (a
+    chunk saved there: they are stale, whatever ranges they had)."""
+    for point, first, end, path in _failure_records(out):
+        if point == index and first < hi and lo < end:
+            path.unlink(missing_ok=True)
 
 
 def _agree_on_loading(data, path):
@@ -168,10 +183,8 @@ def _record_batch_size(out: Path, manifest: dict, batch_size: int) -> None:
 
 def _read_failure_records(out: Path, n_points: int) -> list[list[dict]]:
     """Per grid point, the failure records of its chunks that raised (and were not redone)."""
+    records = _failure_records(out)
     return [
-        [
-            json.loads(p.read_text())
-            for p in sorted((out / "chunks").glob(f"p{i:03d}_*.failed.json"))
-        ]
+        [json.loads(path.read_text()) for point, _, _, path in records if point == i]
         for i in range(n_points)
     ]
