@@ -29,7 +29,7 @@ BENCHMARKS = {
     "jump_times": "Saddle-to-saddle jumps: Algorithm 1 against the rescaled flow",
     "alpha_limit": "The alpha -> 0 limit: the vanishing-initialization flow and its solvers",
     "beyond_orthogonal": "Beyond orthogonal inputs: correlated and Gaussian inputs, and the flows",
-    "beyond_orthogonal_n64": "Beyond orthogonal inputs at n = 64: the correlated limits",
+    "beyond_orthogonal_n64": "Beyond orthogonal inputs at n = 64: correlated and Gaussian inputs",
     "beyond_orthogonal_n256": "Beyond orthogonal inputs at n = 256: the first paper's size",
     "correlated_vs_gd_n64": "Correlated inputs at n = 64 against gradient descent",
     "correlated_vs_gd_n256": "Correlated inputs at n = 256 against gradient descent",
@@ -50,7 +50,9 @@ COMMANDS = {
     "phase_transition_tails": "phase_transition --noise student-t --dof 2.5 3 4 8",
     "phase_transition_label_noise": "phase_transition --label-noise 0 0.05 0.1 0.2",
     "multi_index_finite_sample": "multi_index --samples 50000",
-    "beyond_orthogonal_n64": "beyond_orthogonal --n 64 --cs 0 1e-6 0.1 --d-over-n --no-solvers",
+    "beyond_orthogonal_n64": (
+        "beyond_orthogonal --n 64 --cs 0 1e-6 0.1 --d-over-n 1 4 --no-solvers"
+    ),
     "beyond_orthogonal_n256": (
         "beyond_orthogonal --n 256 --cs 0 0.1 --d-over-n --no-solvers --seeds 8"
     ),
