@@ -161,8 +161,6 @@ def _refactor(frame, mode) -> _SlidingFactor:
     entries as `frame.mode` (the factor depends on the sliding sets alone): a kink event that
     changes no sliding set forms no inverses (before, four per event, most of its time at
     c = 1e-6, n = 64, where the sets reach 64 entries)."""
-    if frame.factor is None:
-        return _sliding_factor(frame.G, mode)
     same = ~eqxi.unvmap_any(jnp.any((mode == SLIDING) != (frame.mode == SLIDING)))
     return jax.lax.cond(same, lambda: frame.factor, lambda: _sliding_factor(frame.G, mode))
 

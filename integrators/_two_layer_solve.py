@@ -73,7 +73,8 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> dict:
         """Solve from t0 to the next kink event or to the last of the save times `ts_win`
         (the `window` from the first unsaved one, or the last `window`), from a first step
         dt0."""
-        # the pattern holds until the next event: the sliding systems' inverses formed once
+        # the pattern holds until the next event: the sliding systems' inverses are the
+        # classification's (`_classify`), applied at every evaluation
         frame = _Frame(G, y, tau, mode, slow, factor)
         frame = _Frame(G, y, tau, mode, slow, factor, _residual(*state, frame)[1])
         # an entry already past its kink (a sliding weight that rounding put a hair outside

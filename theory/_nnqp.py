@@ -128,14 +128,17 @@ def spd_inverse(M):
         M^{-1} = [[A^{-1} + A^{-1} B S^{-1} B^T A^{-1}, -A^{-1} B S^{-1}],
                   [-S^{-1} B^T A^{-1}, S^{-1}]],
 
-    with A^{-1} and S^{-1} by the same recursion down to 8 x 8 (`lu_solve`, looped). In plain XLA
-    operations, mostly batched matrix products (at full precision: no TF32 on GPUs), where
-    `lu_solve` takes k sequential elimination steps: for 47 systems on XLA:CPU it took 2.2 ms
-    at k = 64 against 12.5 ms, and 11 ms at k = 128 against 101 ms, to the same accuracy.
+    with A^{-1} and S^{-1} by the same recursion down to 8 x 8 (`lu_solve`, looped). In plain
+    XLA operations, mostly batched matrix products (at full precision: no TF32 on GPUs), where
+    `lu_solve` takes k sequential elimination steps: for 47 systems on XLA:CPU it took 2.4 ms
+    at k = 64 against 12.5 ms, and 10 ms at k = 128 against 101 ms, to the same accuracy.
     No pivoting: A and S are positive definite wherever M is (a leading block of a positive
-    semidefinite M is singular only where M is). A singular M gives non-finite or huge
-    entries, as `lu_solve` does; values are not checked (it runs at every kink event of
-    `two_layer_flow`), shapes are (`ValueError`).
+    semidefinite M is singular only where M is). A singular M gives non-finite or huge,
+    meaningless entries: where its null space straddles the split, a pivot of rounding size
+    rather than the exact zero that `lu_solve`'s pivoting meets, so the result can be finite
+    (a duplicated row in each half of a 32 x 32 Gram block gave weights off by 0.97). Values
+    are not checked (callers that can meet a singular M check the product, as
+    `two_layer_flow` does); shapes are (`ValueError`).
 
     >>> Minv = spd_inverse(jnp.array([[4.0, 2.0], [2.0, 2.0]]))
     >>> [[round(v, 12) for v in row] for row in Minv.tolist()]
