@@ -27,7 +27,8 @@ z_ji is active, inactive or *sliding*), which makes the field smooth, so the ada
 never straddles a discontinuity: a diffrax event (a safeguarded Illinois regula falsi on the
 dense output, `_TimeIllinois`, stopping at the bracket's end past the crossing) locates the
 first z_ji to reach 0 (or the first sliding weight to reach 0 or 1; the weight is watched
-without its pole, `_distance`), the solve stops there, and the pattern is updated by the
+without its pole, `_distance`; each entry in units of its distance at the segment's start,
+`_event_condition`), the solve stops there, and the pattern is updated by the
 one-sided fields. With d_+ and d_- the velocities of z_ji
 with sample i counted active or inactive for neuron j:
 

@@ -17,6 +17,7 @@ from ._two_layer_field import (
     INACTIVE,
     SLIDING,
     _classify,
+    _distance,
     _distance_of,
     _event_condition,
     _field_parts,
@@ -76,11 +77,14 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> dict:
         # the pattern holds until the next event: the sliding systems' inverses are the
         # classification's (`_classify`), applied at every evaluation
         frame = _Frame(G, y, tau, mode, slow, factor)
-        frame = _Frame(G, y, tau, mode, slow, factor, _residual(*state, frame)[1])
+        r0 = _residual(*state, frame)[1]
+        d0 = _distance(state, _Frame(G, y, tau, mode, slow, factor, r0))
+        # the event condition measures each entry in units of its distance here
+        frame = _Frame(G, y, tau, mode, slow, factor, r0, d0)
         # an entry already past its kink (a sliding weight that rounding put a hair outside
         # [0, 1] when the pattern was set): its crossing would never be seen, so the segment
         # ends where it starts, with an event there
-        past = _event_condition(t0, state, frame) < 0
+        past = jnp.min(d0) < 0
         t1 = jnp.where(past, t0, ts_win[-1])
         sol = diffeqsolve(
             term,

@@ -144,6 +144,48 @@ def test_event_time_locator_stops_past_the_crossing():
     assert ok and 0.0 <= t < 1e-12
 
 
+def test_event_condition_in_units_of_the_start_distance_is_not_flat():
+    # an inactive entry resting 1e-12 below its kink held the unscaled condition flat near 0
+    # while another entry fell through its kink: regula falsi stalled and the locator
+    # bisected. Each entry in units of its distance at the segment's start: the same sign,
+    # the same root, a straight line here
+    import optimistix as optx
+
+    from integrators import _two_layer_field as F
+    from integrators._illinois import _TimeIllinois
+
+    n, m = 4, 2
+    G = jnp.eye(n)
+    mode = jnp.asarray([[F.ACTIVE, F.INACTIVE, F.ACTIVE, F.INACTIVE]] * m)
+    pz0 = jnp.asarray([[0.5, -1.0, 1.0, -1.0], [1.0, -1e-12, 1.0, -1.0]])
+    pz1 = pz0.at[0, 0].set(-0.5)  # neuron 0's first entry crosses at t = 0.5
+
+    def state(t):
+        pz = pz0 + t * (pz1 - pz0)
+        return jnp.zeros(m), jnp.concatenate([jnp.ones((m, 1)), pz], axis=1)
+
+    frame = F._Frame(G, jnp.ones(n), jnp.asarray(1.0), mode, jnp.asarray(1e-10))
+    r0 = F._residual(*state(0.0), frame)[1]
+    d0 = F._distance(state(0.0), F._Frame(G, jnp.ones(n), frame.tau, mode, frame.slow, None, r0))
+    scaled = F._Frame(G, jnp.ones(n), frame.tau, mode, frame.slow, None, r0, d0)
+    assert float(F._event_condition(0.0, state(0.0), scaled)) == 1.0
+    for t in (0.2, 0.4999, 0.5001, 0.9):
+        plain = F._event_condition(t, state(t), frame)
+        assert np.sign(F._event_condition(t, state(t), scaled)) == np.sign(plain)
+
+    def locate(frame):
+        sol = optx.root_find(
+            lambda t, _: F._event_condition(t, state(t), frame),
+            _TimeIllinois(rtol=1e-13, atol=1e-13), jnp.asarray(1.0),
+            options=dict(lower=0.0, upper=1.0), throw=False,
+        )  # fmt: skip
+        return float(sol.value), int(sol.stats["num_steps"])
+
+    (t_plain, steps_plain), (t_scaled, steps_scaled) = locate(frame), locate(scaled)
+    assert 0.0 <= t_plain - 0.5 < 1e-12 and 0.0 <= t_scaled - 0.5 < 1e-12
+    assert steps_scaled <= 4 and steps_plain > 3 * steps_scaled, (steps_scaled, steps_plain)
+
+
 _TWO_DEVICES = """
 import jax, jax.numpy as jnp, numpy as np
 jax.config.update("jax_enable_x64", True)
