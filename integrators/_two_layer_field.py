@@ -18,6 +18,8 @@ _KINK_TOL = 1e-9  # pre-activations (in units of the neuron's size) treated as o
 _NUDGE = 1e-13  # where a classified entry restarts, on its side of the kink
 _RELEASE_ROUNDS = 6  # consistency and release rounds after a kink event
 _COMPACT = (4, 16, 32, 64, 128)  # sizes of the small systems the sliding sets are gathered into
+_REFRESH = 64  # rank-one updates of a factor's inverses before they are formed afresh
+_UPDATE_FROM = 64  # smaller slots are formed afresh (as fast, and less to compile)
 
 
 class _SlidingFactor(eqx.Module):
@@ -27,10 +29,15 @@ class _SlidingFactor(eqx.Module):
     not change between events while r does. So G_SS^{-1} is formed once per event (gathered
     into a k x k block, k the smallest of `_COMPACT` and n that holds the largest set) and
     each evaluation costs a matrix-vector product instead of a solve (up to n = 128; beyond,
-    sets larger than 128 entries are solved at each evaluation)."""
+    sets larger than 128 entries are solved at each evaluation). An event that changes the
+    sets in a few entries updates the inverses by rank-one steps (`_rank_one_updates`)."""
 
-    idx: tuple  # per compact size k: (m, k) indices of the sliding entries, first
+    idx: tuple  # per compact size k: (m, k) distinct sample indices, the sliding ones among
+    # them (first where formed afresh); the n x n slot is indexed by the samples themselves
     inv: tuple  # per size (compact ones, then n if n <= 128): (m, k, k) inverses of G_SS
+    # (the rows and columns of the other entries set to the identity)
+    branch: Int[Array, ""]  # the slot in use (`_branch`)
+    updates: Int[Array, ""]  # rank-one updates since its inverses were formed
 
 
 class _Frame(eqx.Module):
@@ -123,8 +130,83 @@ def _checked_inverse(M):
     return jnp.where(bad[:, None, None], jnp.nan, inv)
 
 
-def _sliding_factor(G, mode) -> _SlidingFactor:
-    """`_SlidingFactor` of the pattern `mode`: only the inverses of its branch are formed."""
+def _rank_one_updates(G, idx, P, S_old, S_new):
+    """Slot (idx, P) of the sets S_old carried to S_new one entry per neuron per step, the
+    removals first: removing the entry at position p (its Schur complement)
+
+        P <- P - P[:, p] P[p, :] / P[p, p], then row and column p set to e_p,
+
+    adding sample i at a padding position p (bordering: b = G[idx, i] on the held entries,
+    s = G_ii - b^T P b, w = P b - e_p)
+
+        P <- P - e_p e_p^T + w w^T / s.
+
+    Each step is one pass over the (m, k, k) inverses where forming them is O(k^3). Returns
+    the slot, the steps taken, and whether every pivot was safe (s > 1e-12 G_ii: not a
+    duplicated input joining its copy, which the blocked inverse's probe then catches)."""
+    m, k = idx.shape
+    rows = jnp.arange(m)
+    pos = jnp.arange(k)
+    diag = jnp.diag(G)
+
+    def pending(cur):
+        return jnp.any(cur != S_new)
+
+    def step(carry):
+        idx, P, cur, steps, safe = carry
+        held = jnp.take_along_axis(cur, idx, axis=1)  # positions of the current set
+        target = jnp.take_along_axis(S_new, idx, axis=1)
+        drop = held & ~target
+        removing = jnp.any(drop, axis=1)
+        add = S_new & ~cur
+        adding = jnp.any(add, axis=1) & ~removing
+        i = jnp.argmax(add, axis=1)  # the sample to add: at its own position if held as
+        at = idx == i[:, None]  # padding, else at a padding position not in S_new
+        p = jnp.where(
+            removing,
+            jnp.argmax(drop, axis=1),
+            jnp.where(jnp.any(at, axis=1), jnp.argmax(at, axis=1), jnp.argmax(~target, axis=1)),
+        )
+        e = pos[None, :] == p[:, None]
+        # removal: u v^T = -P[:, p] P[p, :] / P[p, p]
+        col = P[rows, :, p]
+        pivot = P[rows, p, p]
+        # addition: w w^T / s
+        b = jnp.where(held & ~e, G[i[:, None], idx], 0.0)
+        Pb = jnp.sum(P * b[:, None, :], axis=2)  # no matmul (no TF32 on GPUs)
+        s = diag[i] - jnp.sum(b * Pb, axis=1)
+        w = Pb - e
+        u = jnp.where(removing[:, None], col, jnp.where(adding[:, None], w, 0.0))
+        v = jnp.where(
+            removing[:, None],
+            -P[rows, p, :] / jnp.where(removing, pivot, 1.0)[:, None],
+            jnp.where(adding[:, None], w / jnp.where(adding, s, 1.0)[:, None], 0.0),
+        )
+        on_p = e[:, :, None] | e[:, None, :]
+        pp = e[:, :, None] & e[:, None, :]
+        P = jnp.where(
+            removing[:, None, None] & on_p,
+            pp.astype(P.dtype),
+            P + u[:, :, None] * v[:, None, :] - (adding[:, None, None] & pp).astype(P.dtype),
+        )
+        idx = jnp.where(adding[:, None] & e, i[:, None], idx).astype(idx.dtype)
+        out = removing[:, None] & (jnp.arange(cur.shape[1])[None, :] == idx[rows, p][:, None])
+        cur = (cur & ~out) | (adding[:, None] & (jnp.arange(cur.shape[1])[None, :] == i[:, None]))
+        safe &= jnp.all(~adding | (s > 1e-12 * diag[i])) & jnp.all(~removing | (pivot > 0))
+        return idx, P, cur, steps + 1, safe
+
+    idx, P, _, steps, safe = jax.lax.while_loop(
+        lambda c: pending(c[2]), step, (idx, P, S_old, jnp.asarray(0, jnp.int32), jnp.asarray(True))
+    )
+    return idx, P, steps, safe
+
+
+def _sliding_factor(G, mode, previous=None) -> _SlidingFactor:
+    """`_SlidingFactor` of the pattern `mode`: only the inverses of its branch are formed,
+    or, from `previous` (the factor of sets S_old, and S_old) in the same branch of at least
+    `_UPDATE_FROM`, updated where the sets changed in at most k / 4 entries per neuron
+    (`_rank_one_updates`: O(k^2) per entry against O(k^3)), up to `_REFRESH` updates
+    (rounding) and only with safe pivots."""
     S = mode == SLIDING
     m, n = S.shape
     sizes = _sizes(n)
@@ -134,37 +216,70 @@ def _sliding_factor(G, mode) -> _SlidingFactor:
     # n = 256 the zeros made most of a kink event's time); there, sets larger than 128
     # entries are solved at each evaluation (`_sliding_weights`)
     slots = sizes + ([n] if n <= _COMPACT[-1] else [])
+    zero = jnp.zeros((), jnp.int32)
+
+    def fresh(k):
+        if k < n:
+            ix, valid = _gathered(S, k)
+            block = G[ix[:, :, None], ix[:, None, :]]
+        else:
+            ix, valid = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), (m, n)), S
+            block = jnp.broadcast_to(G, (m, n, n))
+        both = valid[:, :, None] & valid[:, None, :]
+        eye = jnp.eye(k, dtype=G.dtype)
+        return ix.astype(jnp.int32), _checked_inverse(jnp.where(both, block, eye)), zero
+
+    def formed(i, k):
+        if previous is None or k < _UPDATE_FROM:
+            return fresh(k)
+        factor, S_old = previous
+        old_idx = (
+            factor.idx[i]
+            if i < len(factor.idx)
+            else jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), (m, n))
+        )
+        changes = jnp.max(jnp.sum(S != S_old, axis=1))
+        incremental = (
+            (factor.branch == branch) & (changes <= k // 4) & (factor.updates + changes <= _REFRESH)
+        )
+
+        def update():
+            idx, inv, steps, safe = _rank_one_updates(G, old_idx, factor.inv[i], S_old, S)
+            return jax.lax.cond(
+                eqxi.unvmap_all(safe), lambda: (idx, inv, factor.updates + steps), lambda: fresh(k)
+            )
+
+        return jax.lax.cond(eqxi.unvmap_all(incremental), update, lambda: fresh(k))
 
     def blocks(which):
-        idx, inv = [], []
+        idx, inv, updates = [], [], zero
         for i, k in enumerate(slots):
             if i + 1 != which:
                 idx.append(jnp.zeros((m, k), jnp.int32))
                 inv.append(jnp.zeros((m, k, k), G.dtype))
                 continue
-            if k < n:
-                ix, valid = _gathered(S, k)
-                block = G[ix[:, :, None], ix[:, None, :]]
-            else:
-                ix, valid = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), (m, n)), S
-                block = jnp.broadcast_to(G, (m, n, n))
-            both = valid[:, :, None] & valid[:, None, :]
-            eye = jnp.eye(k, dtype=G.dtype)
-            idx.append(ix.astype(jnp.int32))
-            inv.append(_checked_inverse(jnp.where(both, block, eye)))
-        return tuple(idx[: len(sizes)]), tuple(inv)
+            ix, iv, updates = formed(i, k)
+            idx.append(ix)
+            inv.append(iv)
+        return tuple(idx[: len(sizes)]), tuple(inv), updates
 
     branches = [functools.partial(blocks, i) for i in range(len(sizes) + 2)]
-    return _SlidingFactor(*jax.lax.switch(branch, branches))
+    idx, inv, updates = jax.lax.switch(branch, branches)
+    return _SlidingFactor(idx, inv, branch, updates)
 
 
 def _refactor(frame, mode) -> _SlidingFactor:
-    """`_sliding_factor(frame.G, mode)`, or `frame.factor` where `mode` slides on the same
-    entries as `frame.mode` (the factor depends on the sliding sets alone): a kink event that
-    changes no sliding set forms no inverses (before, four per event, most of its time at
-    c = 1e-6, n = 64, where the sets reach 64 entries)."""
+    """`_sliding_factor(frame.G, mode)` from `frame.factor`, or `frame.factor` where `mode`
+    slides on the same entries as `frame.mode` (the factor depends on the sliding sets alone):
+    a kink event that changes no sliding set forms no inverses (before, four per event, most
+    of its time at c = 1e-6, n = 64, where the sets reach 64 entries), and one that changes a
+    few entries updates them."""
     same = ~eqxi.unvmap_any(jnp.any((mode == SLIDING) != (frame.mode == SLIDING)))
-    return jax.lax.cond(same, lambda: frame.factor, lambda: _sliding_factor(frame.G, mode))
+    return jax.lax.cond(
+        same,
+        lambda: frame.factor,
+        lambda: _sliding_factor(frame.G, mode, (frame.factor, frame.mode == SLIDING)),
+    )
 
 
 def _sliding_weights(r, frame):

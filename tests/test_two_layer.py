@@ -262,6 +262,57 @@ def test_sliding_weights_from_the_per_event_inverses_are_the_direct_solves():
         np.testing.assert_allclose(factored, direct, rtol=1e-9, atol=1e-15)
 
 
+def test_rank_one_updates_of_the_sliding_inverses_are_the_direct_solves(monkeypatch):
+    # an event that changes a few entries of the sliding sets updates the inverses (removal by
+    # the Schur complement, addition by bordering) instead of forming them: 60 random events
+    # of 0 to 2 changes per neuron against numpy's solves (here from the 4 x 4 slot up, at
+    # n = 12, so that both the compact slot and the n x n one are updated)
+    from integrators import _two_layer_field as F
+
+    monkeypatch.setattr(F, "_UPDATE_FROM", 4)
+    n, m = 12, 4
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, n)) / np.sqrt(n)  # Gaussian: condition ~1e3
+    G, r = jnp.asarray(X @ X.T), jnp.asarray(rng.normal(size=n))
+    mode = np.where(rng.random((m, n)) < 0.5, F.ACTIVE, F.INACTIVE)
+    mode[:, :2] = F.SLIDING
+
+    def frame(mode, factor=None):
+        return F._Frame(G, jnp.zeros(n), jnp.asarray(1.0), mode, jnp.asarray(1e-10), factor)
+
+    refactor, weights = jax.jit(F._refactor), jax.jit(F._sliding_weights)
+    now = frame(jnp.asarray(mode), F._sliding_factor(G, jnp.asarray(mode)))
+    updated = 0
+    for _ in range(60):
+        new = np.asarray(now.mode).copy()
+        for j in range(m):
+            for i in rng.integers(0, n, size=rng.integers(0, 3)):
+                new[j, i] = F.SLIDING if new[j, i] != F.SLIDING else F.ACTIVE
+        factor = refactor(now, jnp.asarray(new))
+        updated = max(updated, int(factor.updates))
+        now = frame(jnp.asarray(new), factor)
+        sigma = np.asarray(weights(r, now))
+        Gn, rn = np.asarray(G), np.asarray(r)
+        for j in range(m):
+            S, A = new[j] == F.SLIDING, new[j] == F.ACTIVE
+            u = np.linalg.solve(Gn[np.ix_(S, S)], -Gn[np.ix_(S, A)] @ rn[A])
+            np.testing.assert_allclose(sigma[j, S], u / rn[S], rtol=1e-8, atol=1e-12)
+    assert updated >= 10
+    # a duplicated input joining its copy's set: the pivot is unsafe and the inverses are
+    # formed afresh (which the probe checks: `_checked_inverse`)
+    Xd = X.copy()
+    Xd[5] = Xd[0]
+    G = jnp.asarray(Xd @ Xd.T)
+    mode = jnp.full((m, n), F.INACTIVE).at[:, -3:].set(F.ACTIVE).at[0, :3].set(F.SLIDING)
+    new = mode.at[0, 5].set(F.SLIDING)
+    factor = F._refactor(frame(mode, F._sliding_factor(G, mode)), new)
+    assert int(factor.updates) == 0
+    fresh = frame(new, F._sliding_factor(G, new))
+    np.testing.assert_array_equal(
+        F._sliding_weights(r, frame(new, factor)), F._sliding_weights(r, fresh)
+    )
+
+
 def test_a_sliding_exit_through_the_weights_pole_is_not_stepped_over():
     # sigma = u / r has a pole where the sliding sample's residual crosses 0: the weight can
     # leave [0, 1] and come back within one step. In a segment (`r0`, the residual at its
