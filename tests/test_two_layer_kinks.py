@@ -1,0 +1,319 @@
+"""The kink events of `two_layer_flow`: the event-time locator and its condition, and the
+Filippov sliding weights (the per-event inverses, their rank-one updates, the fallbacks)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dynamics import correlated_data
+
+
+def _correlated(n, c, seed=0):
+    return correlated_data(n, c, key=jax.random.PRNGKey(seed + 10), dtype=jnp.float64)
+
+
+def test_event_time_locator_stops_past_the_crossing():
+    import optimistix as optx
+
+    from integrators._illinois import _TimeIllinois
+
+    def solve(f):
+        sol = optx.root_find(
+            f, _TimeIllinois(rtol=1e-13, atol=1e-13), jnp.asarray(1.0),
+            options=dict(lower=0.0, upper=1.0), throw=False,
+        )  # fmt: skip
+        return (
+            float(sol.value),
+            int(sol.stats["num_steps"]),
+            bool(sol.result == optx.RESULTS.successful),
+        )
+
+    # smooth: a few evaluations, at or just past the root (f <= 0 there)
+    t, steps, ok = solve(lambda t, _: jnp.exp(-5.0 * t) - 0.5)
+    assert ok and steps <= 12 and 0.0 <= t - np.log(2.0) / 5.0 < 1e-12
+    # kinked (flat, then falling: the case that stalls regula falsi) still converges
+    t, steps, ok = solve(lambda t, _: jnp.minimum(1e-13, 0.5 - 10.0 * t))
+    assert ok and steps <= 130 and 0.0 <= t - 0.05 < 1e-12
+    # a root within the stopping width of the bracket's lower end
+    t, steps, ok = solve(lambda t, _: 1e-15 - t)
+    assert ok and 0.0 <= t < 1e-12
+
+
+def test_event_condition_in_units_of_the_start_distance_is_not_flat():
+    # an inactive entry resting 1e-12 below its kink held the unscaled condition flat near 0
+    # while another entry fell through its kink: regula falsi stalled and the locator
+    # bisected. Each entry in units of its distance at the segment's start: the same sign,
+    # the same root, a straight line here
+    import optimistix as optx
+
+    from integrators import _two_layer_field as F
+    from integrators._illinois import _TimeIllinois
+
+    n, m = 4, 2
+    G = jnp.eye(n)
+    mode = jnp.asarray([[F.ACTIVE, F.INACTIVE, F.ACTIVE, F.INACTIVE]] * m)
+    pz0 = jnp.asarray([[0.5, -1.0, 1.0, -1.0], [1.0, -1e-12, 1.0, -1.0]])
+    pz1 = pz0.at[0, 0].set(-0.5)  # neuron 0's first entry crosses at t = 0.5
+
+    def state(t):
+        pz = pz0 + t * (pz1 - pz0)
+        return jnp.zeros(m), jnp.concatenate([jnp.ones((m, 1)), pz], axis=1)
+
+    frame = F._Frame(G, jnp.ones(n), jnp.asarray(1.0), mode, jnp.asarray(1e-10))
+    r0 = F._residual(*state(0.0), frame)[1]
+    d0 = F._distance(state(0.0), F._Frame(G, jnp.ones(n), frame.tau, mode, frame.slow, None, r0))
+    scaled = F._Frame(G, jnp.ones(n), frame.tau, mode, frame.slow, None, r0, d0)
+    assert float(F._event_condition(0.0, state(0.0), scaled)) == 1.0
+    for t in (0.2, 0.4999, 0.5001, 0.9):
+        plain = F._event_condition(t, state(t), frame)
+        assert np.sign(F._event_condition(t, state(t), scaled)) == np.sign(plain)
+
+    def locate(frame):
+        sol = optx.root_find(
+            lambda t, _: F._event_condition(t, state(t), frame),
+            _TimeIllinois(rtol=1e-13, atol=1e-13), jnp.asarray(1.0),
+            options=dict(lower=0.0, upper=1.0), throw=False,
+        )  # fmt: skip
+        return float(sol.value), int(sol.stats["num_steps"])
+
+    (t_plain, steps_plain), (t_scaled, steps_scaled) = locate(frame), locate(scaled)
+    assert 0.0 <= t_plain - 0.5 < 1e-12 and 0.0 <= t_scaled - 0.5 < 1e-12
+    assert steps_scaled <= 4 and steps_plain > 3 * steps_scaled, (steps_scaled, steps_plain)
+
+
+_TWO_DEVICES = """
+import jax, jax.numpy as jnp, numpy as np
+jax.config.update("jax_enable_x64", True)
+from integrators._two_layer_field import _weights_solve
+def f(key):  # the sliding-weight solve of m = 2 neurons over n = 65 samples, in a loop
+    M = jax.random.normal(key, (2, 65, 65)) + 9.0 * jnp.eye(65)
+    body = lambda i, x: _weights_solve(M + 1e-3 * i * jnp.eye(65), jnp.ones((2, 65)) + 0 * x)
+    return M, jax.lax.fori_loop(0, 50, body, jnp.zeros((2, 65)))
+M, x = jax.block_until_ready(jax.pmap(f)(jax.random.split(jax.random.PRNGKey(0), 2)))
+M = np.asarray(M) + 49e-3 * np.eye(65)
+print(np.max(np.abs(np.asarray(x) - np.linalg.solve(M, np.ones((2, 2, 65, 1)))[..., 0])))
+"""
+
+
+@pytest.mark.slow  # a subprocess with two host devices (about 4 s)
+def test_the_sliding_solve_does_not_hang_a_sweep_on_two_host_devices():
+    # with jnp.linalg.solve (jaxlib 0.10's LAPACK splits a batch this size over the thread
+    # pool and blocks) this program hung for good on two host devices
+    env = dict(
+        os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", _TWO_DEVICES], capture_output=True, text=True, timeout=120,
+        env=env, cwd=Path(__file__).parents[1],
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert float(proc.stdout) < 1e-12
+
+
+def test_sliding_weights_from_the_per_event_inverses_are_the_direct_solves():
+    # the flow forms G_SS^{-1} once per kink event (`_sliding_factor`) and applies it at every
+    # evaluation; each branch (sets of 1, up to 4 and all 6 entries) against numpy's
+    # solve of (G (r * s_j))_S = 0, and the degenerate cases (a duplicated input sliding with
+    # its copy, a sliding sample fitted exactly) as the direct solves give them
+    from integrators import _two_layer_field as F
+
+    n, m = 6, 4
+    X = _correlated(n, 0.3)
+    G = X @ X.T
+    rng = np.random.default_rng(0)
+    r = jnp.asarray(rng.normal(size=n))
+
+    @jax.jit
+    def weights(mode, G=G, r=r):  # one compilation: the branch is taken at run time
+        frame = F._Frame(G, jnp.zeros(n), jnp.asarray(1.0), mode, jnp.asarray(1e-10))
+        factored = eqx.tree_at(lambda f: f.factor, frame, F._sliding_factor(G, mode),
+                               is_leaf=lambda x: x is None)  # fmt: skip
+        return F._sliding_weights(r, frame), F._sliding_weights(r, factored)
+
+    for most in (1, 3, 5):
+        sizes = [most] + list(rng.integers(0, most + 1, size=m - 1))
+        mode = np.full((m, n), F.INACTIVE)
+        for j, k in enumerate(sizes):
+            perm = rng.permutation(n)
+            mode[j, perm[:1]] = F.ACTIVE
+            mode[j, perm[1 : 1 + k]] = F.SLIDING
+        direct, factored = weights(jnp.asarray(mode))
+        Gn, rn = np.asarray(G), np.asarray(r)
+        for j in range(m):
+            S, A = mode[j] == F.SLIDING, mode[j] == F.ACTIVE
+            u = np.linalg.solve(Gn[np.ix_(S, S)], -Gn[np.ix_(S, A)] @ rn[A])
+            np.testing.assert_allclose(np.asarray(factored)[j, S], u / rn[S], rtol=1e-9)
+            assert np.all(np.asarray(factored)[j, ~S] == 0.0)
+        np.testing.assert_allclose(factored, direct, rtol=1e-9, atol=1e-12)
+    # a duplicated input (G_SS singular) and a fitted sliding sample (r_i = 0)
+    Xd = X.at[1].set(X[0])
+    mode = jnp.full((m, n), F.INACTIVE).at[:, 4:].set(F.ACTIVE).at[0, :2].set(F.SLIDING)
+    mode = mode.at[1, 2:4].set(F.SLIDING)
+    for G_, r_, j in ((Xd @ Xd.T, r, 0), (G, r.at[2].set(0.0), 1)):
+        direct, factored = weights(mode, G_, r_)
+        assert np.all(np.isfinite(np.asarray(direct)))
+        # neuron j's weights come from the direct solve; the others' from their inverses
+        np.testing.assert_array_equal(factored[j], direct[j])
+        np.testing.assert_allclose(factored, direct, rtol=1e-9, atol=1e-15)
+
+
+def test_rank_one_updates_of_the_sliding_inverses_are_the_direct_solves(monkeypatch):
+    # an event that changes a few entries of the sliding sets updates the inverses (removal by
+    # the Schur complement, addition by bordering) instead of forming them: 60 random events
+    # of 0 to 2 changes per neuron against numpy's solves (here from the 4 x 4 slot up, at
+    # n = 12, so that both the compact slot and the n x n one are updated)
+    from integrators import _two_layer_field as F
+
+    monkeypatch.setattr(F, "_UPDATE_FROM", 4)
+    n, m = 12, 4
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, n)) / np.sqrt(n)  # Gaussian: condition ~1e3
+    G, r = jnp.asarray(X @ X.T), jnp.asarray(rng.normal(size=n))
+    mode = np.where(rng.random((m, n)) < 0.5, F.ACTIVE, F.INACTIVE)
+    mode[:, :2] = F.SLIDING
+
+    def frame(mode, factor=None):
+        return F._Frame(G, jnp.zeros(n), jnp.asarray(1.0), mode, jnp.asarray(1e-10), factor)
+
+    refactor, weights = jax.jit(F._refactor), jax.jit(F._sliding_weights)
+    now = frame(jnp.asarray(mode), F._sliding_factor(G, jnp.asarray(mode)))
+    updated = 0
+    for _ in range(60):
+        new = np.asarray(now.mode).copy()
+        for j in range(m):
+            for i in rng.integers(0, n, size=rng.integers(0, 3)):
+                new[j, i] = F.SLIDING if new[j, i] != F.SLIDING else F.ACTIVE
+        factor = refactor(now, jnp.asarray(new))
+        updated = max(updated, int(factor.updates))
+        now = frame(jnp.asarray(new), factor)
+        sigma = np.asarray(weights(r, now))
+        Gn, rn = np.asarray(G), np.asarray(r)
+        for j in range(m):
+            S, A = new[j] == F.SLIDING, new[j] == F.ACTIVE
+            u = np.linalg.solve(Gn[np.ix_(S, S)], -Gn[np.ix_(S, A)] @ rn[A])
+            np.testing.assert_allclose(sigma[j, S], u / rn[S], rtol=1e-8, atol=1e-12)
+    assert updated >= 10
+    # a duplicated input joining its copy's set: the pivot is unsafe and the inverses are
+    # formed afresh (which the probe checks: `_checked_inverse`)
+    Xd = X.copy()
+    Xd[5] = Xd[0]
+    G = jnp.asarray(Xd @ Xd.T)
+    mode = jnp.full((m, n), F.INACTIVE).at[:, -3:].set(F.ACTIVE).at[0, :3].set(F.SLIDING)
+    new = mode.at[0, 5].set(F.SLIDING)
+    factor = F._refactor(frame(mode, F._sliding_factor(G, mode)), new)
+    assert int(factor.updates) == 0
+    fresh = frame(new, F._sliding_factor(G, new))
+    np.testing.assert_array_equal(
+        F._sliding_weights(r, frame(new, factor)), F._sliding_weights(r, fresh)
+    )
+
+
+def test_a_sliding_exit_through_the_weights_pole_is_not_stepped_over():
+    # sigma = u / r has a pole where the sliding sample's residual crosses 0: the weight can
+    # leave [0, 1] and come back within one step. In a segment (`r0`, the residual at its
+    # start) the distance is min(sigma q, (1 - sigma) q), q = r / r0: negative once r flipped
+    from integrators import _two_layer_field as F
+
+    g = 0.5
+    G = jnp.asarray([[1.0, g], [g, 1.0]])
+    mode = jnp.asarray([[F.ACTIVE, F.SLIDING]])  # one neuron: sigma = -g r_0 / r_1
+    state = (jnp.zeros(1), jnp.asarray([[1.0, 0.5, 0.0]]))
+    f = F._residual(*state, F._Frame(G, jnp.zeros(2), jnp.asarray(1.0), mode, 1e-10))[1]
+
+    def distance(r, r0=None):
+        frame = F._Frame(G, f - r, jnp.asarray(1.0), mode, jnp.asarray(1e-10), None, r0)
+        return np.asarray(F._distance(state, frame))[0, 1]
+
+    start, flipped = jnp.asarray([-1.0, 1.0]), jnp.asarray([1.0, -1.0])
+    assert distance(start) == distance(start, start) == 0.5  # sigma = 0.5 either way
+    assert distance(flipped) == 0.5  # back inside [0, 1] past the pole: the old distance
+    assert distance(flipped, start) == -0.5  # the segment's: the exit is seen
+    # finite and continuous through the pole (r_1 -> 0): sigma q = u / r0_1 = 0.5 here, and
+    # (1 - sigma) q = q - 0.5 (sigma itself is +-5e8 at r_1 = +-1e-9)
+    near = [distance(jnp.asarray([-1.0, e]), start) for e in (1e-3, 1e-9, -1e-9)]
+    np.testing.assert_allclose(near, [-0.499, -0.5, -0.5], rtol=1e-8)
+
+
+def test_sliding_sets_beyond_the_largest_factored_block_are_solved_directly(monkeypatch):
+    # past n = 128 the factor holds no n x n inverses: a set larger than the largest compact
+    # block is solved at each evaluation (here with the blocks cut to 4 x 4 at n = 6)
+    from integrators import _two_layer_field as F
+
+    monkeypatch.setattr(F, "_COMPACT", (4,))
+    n, m = 6, 2
+    X = _correlated(n, 0.3)
+    G = jnp.asarray(X @ X.T)
+    r = jnp.asarray(np.random.default_rng(1).normal(size=n))
+    mode = jnp.asarray(
+        [[F.ACTIVE] + [F.SLIDING] * 5, [F.ACTIVE, F.ACTIVE] + [F.SLIDING] * 2 + [F.INACTIVE] * 2]
+    )
+    factor = F._sliding_factor(G, mode)
+    assert [a.shape for a in factor.inv] == [(m, 4, 4)]  # no (m, n, n) slot
+    frame = F._Frame(G, jnp.zeros(n), jnp.asarray(1.0), mode, jnp.asarray(1e-10), factor)
+    sigma = np.asarray(F._sliding_weights(r, frame))
+    Gn, rn, modes = np.asarray(G), np.asarray(r), np.asarray(mode)
+    for j in range(m):
+        S, A = modes[j] == F.SLIDING, modes[j] == F.ACTIVE
+        u = np.linalg.solve(Gn[np.ix_(S, S)], -Gn[np.ix_(S, A)] @ rn[A])
+        np.testing.assert_allclose(sigma[j, S], u / rn[S], rtol=1e-9)
+
+
+def test_lu_solve_against_numpy():
+    from theory.numerics import lu_solve
+
+    solve = jax.jit(lu_solve, static_argnames="unroll")
+    rng = np.random.default_rng(0)
+    # unrolled up to k = 16, else (and for unroll=False) a loop
+    for k, unroll, p in ((5, True, 0), (5, False, 3), (17, True, 3)):
+        M, b = rng.normal(size=(k, k)), rng.normal(size=(k, p) if p else k)
+        x = solve(jnp.asarray(M), jnp.asarray(b), unroll=unroll)
+        np.testing.assert_allclose(x, np.linalg.solve(M, b), rtol=1e-9, atol=1e-11)
+    # singular: non-finite entries (as LAPACK's getrf/getrs), not a finite wrong answer
+    assert not np.all(np.isfinite(solve(jnp.asarray(M).at[0].set(0.0), jnp.asarray(b))))
+
+
+def test_spd_inverse_against_numpy():
+    from theory.numerics import spd_inverse
+
+    inverse = jax.jit(spd_inverse)
+    rng = np.random.default_rng(0)
+    # the base case (k <= 8), uneven splits, a batch, and a Gram block of condition ~1e4
+    for shape, d in (((5, 5), 7), ((3, 19, 19), 22), ((2, 64, 64), 64)):
+        X = rng.normal(size=shape[:-1] + (d,))
+        M = X @ np.swapaxes(X, -1, -2)
+        expected = np.linalg.inv(M)
+        scale = np.max(np.abs(expected))
+        np.testing.assert_allclose(inverse(jnp.asarray(M)), expected, atol=1e-9 * scale)
+
+
+@pytest.mark.slow
+def test_a_duplicated_input_split_across_the_inverse_blocks_falls_back_to_least_squares():
+    # the blocked inverse does not pivot: a duplicated pair of inputs in one sliding set, one
+    # in each half of its 32 x 32 block, meets a rounding-size pivot and gives finite garbage;
+    # the factor's probe catches it and the weights are the direct solves' (least squares)
+    from integrators import _two_layer_field as F
+
+    n, m = 40, 3
+    X = _correlated(n, 0.3)
+    r = jnp.asarray(np.random.default_rng(0).normal(size=n))
+
+    @jax.jit
+    def weights(mode, G):
+        frame = F._Frame(G, jnp.zeros(n), jnp.asarray(1.0), mode, jnp.asarray(1e-10))
+        factored = eqx.tree_at(lambda f: f.factor, frame, F._sliding_factor(G, mode),
+                               is_leaf=lambda x: x is None)  # fmt: skip
+        return F._sliding_weights(r, frame), F._sliding_weights(r, factored)
+
+    mode = jnp.full((m, n), F.INACTIVE).at[:, -5:].set(F.ACTIVE).at[0, :30].set(F.SLIDING)
+    for copy in (5, 20):  # the same half, then the other half
+        Xd = X.at[copy].set(X[0])
+        direct, factored = weights(mode, Xd @ Xd.T)
+        assert np.all(np.isfinite(np.asarray(direct)))
+        np.testing.assert_allclose(factored, direct, rtol=1e-9, atol=1e-12)
