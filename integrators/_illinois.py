@@ -20,15 +20,15 @@ class _IllinoisState(eqx.Module):
 
 class _TimeIllinois(optx.AbstractRootFinder):
     """The time of a kink event: regula falsi with the Illinois modification, safeguarded by
-    bisection, on a bracket [lower, upper] with f(lower) > 0 >= f(upper) (the event
-    condition, the distance of the nearest entry from its kink, falls through 0 in the step
-    that triggered the event). Where the distance is smooth in time this takes a few
-    evaluations where bisection to 1e-13 took about 40; a bracket that has not halved in two
-    steps is bisected (a kinked condition, flat then falling, stalls regula falsi even with
-    the Illinois rule), so it takes at most about three times bisection's. It stops on the
-    bracket's width (`rtol`, `atol`) or an exact zero: the condition can be noisy near a
-    fitted interpolator (the sliding weights are ratios of residuals of size 1e-13), where a
-    test on |f| never holds."""
+    bisection, on a bracket [lower, upper] with f(lower) > 0 >= f(upper) (the event condition,
+    the distance of the nearest entry from its kink in units of its distance at the segment's
+    start, falls through 0 in the step that triggered the event). Where the distance is smooth
+    in time this takes a few evaluations where bisection to 1e-13 took about 40; a bracket that
+    has not halved in two steps is bisected (a kinked condition, flat then falling, stalls
+    regula falsi even with the Illinois rule), so it takes at most about three times
+    bisection's. It stops on the bracket's width (`rtol`, `atol`) or an exact zero: the
+    condition can be noisy near a fitted interpolator (the sliding weights are ratios of
+    residuals of size 1e-13), where a test on |f| never holds."""
 
     rtol: float
     atol: float

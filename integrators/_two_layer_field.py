@@ -26,7 +26,7 @@ class _SlidingFactor(eqx.Module):
     """The inverses of the sliding systems of one pattern, for every field evaluation until the
     next kink event: neuron j's sliding weights solve (G (r * s_j))_S = 0 on its sliding set
     S, i.e. G_SS u_S = b_S with u = r * sigma and b_i = -(G (r * 1_active))_i, and G_SS does
-    not change between events while r does. So G_SS^{-1} is formed once per event (gathered
+    not change between events while r does. So G_SS^{-1} is formed where a set changes (gathered
     into a k x k block, k the smallest of `_COMPACT` and n that holds the largest set) and
     each evaluation costs a matrix-vector product instead of a solve (up to n = 128; beyond,
     sets larger than 128 entries are solved at each evaluation). An event that changes the
@@ -117,13 +117,13 @@ def _gathered(S, k):
     return idx, jnp.take_along_axis(S, idx, axis=1)
 
 
-def _checked_inverse(M):
-    """The inverses of the Gram blocks M (m, k, k) (`spd_inverse`), NaN where one is not an
-    inverse to 1e-6 on a probe vector: a singular block (a duplicated input sliding with its
-    copy) gives finite garbage where elimination without pivoting meets a pivot of rounding
-    size, and the NaN sends that neuron's weights to the least-squares fallback
-    (`_sliding_weights`)."""
-    inv = spd_inverse(M)
+def _checked_inverse(M, inv=None):
+    """The inverses of the Gram blocks M (m, k, k) (`spd_inverse`, or `inv` where given),
+    NaN where one is not an inverse to 1e-6 on a probe vector: a singular block (a
+    duplicated input sliding with its copy) gives finite garbage where elimination without
+    pivoting meets a pivot of rounding size, and the NaN sends that neuron's weights to the
+    least-squares fallback (`_sliding_weights`)."""
+    inv = spd_inverse(M) if inv is None else inv
     probe = jnp.sin(1.0 + jnp.arange(M.shape[-1], dtype=M.dtype))  # no zero sums, no symmetry
     back = jnp.sum(M * jnp.sum(inv * probe, axis=2)[:, None, :], axis=2)  # no matmul (TF32)
     bad = jnp.max(jnp.abs(back - probe), axis=1) > 1e-6
@@ -141,9 +141,11 @@ def _rank_one_updates(G, idx, P, S_old, S_new):
 
         P <- P - e_p e_p^T + w w^T / s.
 
-    Each step is one pass over the (m, k, k) inverses where forming them is O(k^3). Returns
-    the slot, the steps taken, and whether every pivot was safe (s > 1e-12 G_ii: not a
-    duplicated input joining its copy, which the blocked inverse's probe then catches)."""
+    Each step is a few passes over the (m, k, k) inverses where forming them is O(k^3).
+    Returns the slot, the steps taken, and whether it is safe to use: every pivot positive
+    (s > 1e-12 G_ii: not a duplicated input joining its copy) and the result an inverse on
+    `_checked_inverse`'s probe; else the caller forms the inverses afresh (where the probe
+    sends a singular block to least squares)."""
     m, k = idx.shape
     rows = jnp.arange(m)
     pos = jnp.arange(k)
@@ -195,9 +197,19 @@ def _rank_one_updates(G, idx, P, S_old, S_new):
         safe &= jnp.all(~adding | (s > 1e-12 * diag[i])) & jnp.all(~removing | (pivot > 0))
         return idx, P, cur, steps + 1, safe
 
-    idx, P, _, steps, safe = jax.lax.while_loop(
-        lambda c: pending(c[2]), step, (idx, P, S_old, jnp.asarray(0, jnp.int32), jnp.asarray(True))
+    # each step settles one entry per neuron: at most k steps (a guard: not reached)
+    idx, P, cur, steps, safe = jax.lax.while_loop(
+        lambda c: pending(c[2]) & (c[3] < k),
+        step,
+        (idx, P, S_old, jnp.asarray(0, jnp.int32), jnp.asarray(True)),
     )
+    safe &= ~pending(cur)
+    # the probe of the inverses formed afresh (`_checked_inverse`): rounding in a nearly
+    # dependent entry's pivot passes the test on s
+    valid = jnp.take_along_axis(S_new, idx, axis=1)
+    both = valid[:, :, None] & valid[:, None, :]
+    M = jnp.where(both, G[idx[:, :, None], idx[:, None, :]], jnp.eye(k, dtype=P.dtype))
+    safe &= jnp.all(jnp.isfinite(_checked_inverse(M, P)))
     return idx, P, steps, safe
 
 
@@ -274,7 +286,10 @@ def _refactor(frame, mode) -> _SlidingFactor:
     a kink event that changes no sliding set forms no inverses (before, four per event, most
     of its time at c = 1e-6, n = 64, where the sets reach 64 entries), and one that changes a
     few entries updates them."""
-    same = ~eqxi.unvmap_any(jnp.any((mode == SLIDING) != (frame.mode == SLIDING)))
+    S = mode == SLIDING
+    same = ~eqxi.unvmap_any(jnp.any(S != (frame.mode == SLIDING)))
+    # (and the same block size: under vmap the batch's largest set sets it, `_branch`)
+    same &= ~eqxi.unvmap_any(frame.factor.branch != _branch(S))
     return jax.lax.cond(
         same,
         lambda: frame.factor,
@@ -282,16 +297,29 @@ def _refactor(frame, mode) -> _SlidingFactor:
     )
 
 
+def _batch_block(factor, G, mode) -> _SlidingFactor:
+    """`factor` (of `mode`), formed again where its block size is not the batch's: under vmap
+    a member without a kink event keeps its factor while the others' sets can change the
+    batch's size (`_branch`, the largest set of any member), and it would read a block it
+    never filled (zero weights, finite: no fallback sees them)."""
+    return jax.lax.cond(
+        eqxi.unvmap_any(factor.branch != _branch(mode == SLIDING)),
+        lambda: _sliding_factor(G, mode),
+        lambda: factor,
+    )
+
+
 def _sliding_weights(r, frame):
     """sigma (m, n) on the sliding entries: (G (r * s_j))_S = 0 for each neuron's set S.
 
-    Each neuron's system is as large as its sliding set, often a few entries, at times a
-    third of the samples: the sets are gathered into the smallest of 1 x 1 (solved by a
-    division), 4 x 4, 16 x 16, 32 x 32, ... systems that holds the largest (the full n x n
-    ones beyond 128). With the frame's `_SlidingFactor` (the flow's segments and kink events)
-    the inverses are formed once per pattern and applied here; without it (or where they give
-    non-finite weights: a singular G_SS, a sliding sample fitted exactly) each evaluation
-    solves its systems."""
+    Each neuron's system is as large as its sliding set, often a few entries, at times a third
+    of the samples: the sets are gathered into the smallest of 1 x 1 (solved by a division), 4
+    x 4, 16 x 16, 32 x 32, ... systems that holds the largest (the full n x n ones beyond 128).
+    With the frame's `_SlidingFactor` (the flow's segments and kink events) the inverses are
+    formed (or updated) once per pattern and applied here; without it (or where they give non-
+    finite weights: a singular G_SS, a sliding sample fitted exactly) each evaluation solves
+    its systems.
+    """
     S = frame.mode == SLIDING
     n = r.shape[0]
     # with a factor the direct solves are a rare fallback, traced at every evaluation: looped

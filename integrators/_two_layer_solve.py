@@ -16,6 +16,7 @@ from ._two_layer_field import (
     ACTIVE,
     INACTIVE,
     SLIDING,
+    _batch_block,
     _classify,
     _distance,
     _distance_of,
@@ -164,6 +165,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> dict:
             ),
             lambda: (c["state"], c["mode"], zero, c["factor"]),
         )
+        factor = _batch_block(factor, G, mode)
         start = jnp.minimum(jnp.sum(c["filled"]), T - window)  # saved times are a prefix
         ts_win = jax.lax.dynamic_slice_in_dim(ts, start, window)
         t1, final, stopped, saved, result, stats, frame = segment(

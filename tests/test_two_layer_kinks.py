@@ -215,6 +215,35 @@ def test_rank_one_updates_of_the_sliding_inverses_are_the_direct_solves(monkeypa
     )
 
 
+def test_a_member_without_an_event_reads_the_batch_block_under_vmap():
+    # vmapped, a member without a kink event keeps its factor (one neuron sliding on 2
+    # entries: the 4 x 4 block) while another's set grows to 5 (the batch moves to the n x n
+    # block): its inverses are formed again, not read from a block it never filled
+    from integrators import _two_layer_field as F
+
+    n = 6
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, n))
+    G, r = jnp.asarray(X @ X.T), jnp.asarray(rng.normal(size=n))
+    A, S = F.ACTIVE, F.SLIDING
+    old = jnp.asarray([[[S, S, A, A, A, A]], [[S, S, A, A, A, A]]])
+    new = jnp.asarray([[[S, S, A, A, A, A]], [[S, S, S, S, S, A]]])
+
+    def frame(mode, factor=None):
+        return F._Frame(G, jnp.zeros(n), jnp.asarray(1.0), mode, jnp.asarray(1e-10), factor)
+
+    def step(event, mode_old, mode_new, factor_old):
+        factor = jax.lax.cond(event, lambda: F._sliding_factor(G, mode_new), lambda: factor_old)
+        mode = jnp.where(event, mode_new, mode_old)
+        factor = F._batch_block(factor, G, mode)
+        return F._sliding_weights(r, frame(mode, factor)), F._sliding_weights(r, frame(mode))
+
+    factors = jax.vmap(lambda mode: F._sliding_factor(G, mode))(old)
+    factored, direct = jax.vmap(step)(jnp.asarray([False, True]), old, new, factors)
+    assert np.all(np.asarray(direct)[:, 0, :2] != 0.0)
+    np.testing.assert_allclose(factored, direct, rtol=1e-9, atol=1e-12)
+
+
 def test_a_sliding_exit_through_the_weights_pole_is_not_stepped_over():
     # sigma = u / r has a pole where the sliding sample's residual crosses 0: the weight can
     # leave [0, 1] and come back within one step. In a segment (`r0`, the residual at its
