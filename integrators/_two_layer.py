@@ -54,7 +54,7 @@ fired again; events therefore stop at the bracket's end past the crossing.
 
 The sliding sets change only at events, and with them the blocks G_SS: their inverses are
 formed only at an event that changes a sliding set (`_SlidingFactor`, each set gathered into a
-block of 4, 16, 32, 64 or 128, or n up to n = 128; beyond, a set of more than 128 entries is
+block of 4, 16, 32, 64 or 128, or n up to n = 256; beyond, a set of more than 128 entries is
 solved at every evaluation), by blocks (`theory.numerics.spd_inverse`, mostly matrix products;
 a probe sends a singular block, duplicated inputs, to least squares), or updated by rank-one
 steps where an event changes a few entries of a block of 64 or more (`_rank_one_updates`), and

@@ -18,6 +18,7 @@ _KINK_TOL = 1e-9  # pre-activations (in units of the neuron's size) treated as o
 _NUDGE = 1e-13  # where a classified entry restarts, on its side of the kink
 _RELEASE_ROUNDS = 6  # consistency and release rounds after a kink event
 _COMPACT = (4, 16, 32, 64, 128)  # sizes of the small systems the sliding sets are gathered into
+_FULL = 256  # up to this n the factor has an n x n slot
 _REFRESH = 64  # rank-one updates of a factor's inverses before they are formed afresh
 _UPDATE_FROM = 64  # smaller slots are formed afresh (as fast, and less to compile)
 
@@ -28,13 +29,13 @@ class _SlidingFactor(eqx.Module):
     S, i.e. G_SS u_S = b_S with u = r * sigma and b_i = -(G (r * 1_active))_i, and G_SS does
     not change between events while r does. So G_SS^{-1} is formed where a set changes (gathered
     into a k x k block, k the smallest of `_COMPACT` and n that holds the largest set) and
-    each evaluation costs a matrix-vector product instead of a solve (up to n = 128; beyond,
-    sets larger than 128 entries are solved at each evaluation). An event that changes the
+    each evaluation costs a matrix-vector product instead of a solve (up to n = `_FULL`;
+    beyond, sets larger than 128 entries are solved at each evaluation). An event that changes the
     sets in a few entries updates the inverses by rank-one steps (`_rank_one_updates`)."""
 
     idx: tuple  # per compact size k: (m, k) distinct sample indices, the sliding ones among
     # them (first where formed afresh); the n x n slot is indexed by the samples themselves
-    inv: tuple  # per size (compact ones, then n if n <= 128): (m, k, k) inverses of G_SS
+    inv: tuple  # per size (compact ones, then n if n <= _FULL): (m, k, k) inverses of G_SS
     # (the rows and columns of the other entries set to the identity)
     branch: Int[Array, ""]  # the slot in use (`_branch`)
     updates: Int[Array, ""]  # rank-one updates since its inverses were formed
@@ -223,11 +224,11 @@ def _sliding_factor(G, mode, previous=None) -> _SlidingFactor:
     m, n = S.shape
     sizes = _sizes(n)
     branch = _branch(S)
-    # lax.switch writes every branch's slots at every event, the unused ones as zeros: an
-    # (m, n, n) slot beyond the largest compact size cost more than the solves it saved (at
-    # n = 256 the zeros made most of a kink event's time); there, sets larger than 128
-    # entries are solved at each evaluation (`_sliding_weights`)
-    slots = sizes + ([n] if n <= _COMPACT[-1] else [])
+    # lax.switch writes every branch's slots at every event, the unused ones as zeros: at
+    # n = 256 the (m, n, n) slot's zeros cost a few ms per event, but sets beyond 128
+    # entries (c = 1e-6, after ~5,000 events) solved at each evaluation cost far more;
+    # beyond `_FULL` they are (`_sliding_weights`)
+    slots = sizes + ([n] if n <= _FULL else [])
     zero = jnp.zeros((), jnp.int32)
 
     def fresh(k):
@@ -382,7 +383,7 @@ def _sliding_weights(r, frame):
             fast = [single] + [
                 functools.partial(applied, i=i) for i in range(len(frame.factor.inv))
             ]
-            fast += [full] * (len(branches) - len(fast))  # no n x n slot (n > 128)
+            fast += [full] * (len(branches) - len(fast))  # no n x n slot (n > _FULL)
             sigma = jax.lax.switch(branch, fast, b_full)
             # the fallback: least squares of the n x n systems (one branch to compile, not one
             # per size), for the neurons whose weights are not finite (the others keep theirs,

@@ -271,11 +271,12 @@ def test_a_sliding_exit_through_the_weights_pole_is_not_stepped_over():
 
 
 def test_sliding_sets_beyond_the_largest_factored_block_are_solved_directly(monkeypatch):
-    # past n = 128 the factor holds no n x n inverses: a set larger than the largest compact
+    # past n = 256 the factor holds no n x n inverses: a set larger than the largest compact
     # block is solved at each evaluation (here with the blocks cut to 4 x 4 at n = 6)
     from integrators import _two_layer_field as F
 
     monkeypatch.setattr(F, "_COMPACT", (4,))
+    monkeypatch.setattr(F, "_FULL", 4)
     n, m = 6, 2
     X = _correlated(n, 0.3)
     G = jnp.asarray(X @ X.T)
