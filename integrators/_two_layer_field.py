@@ -118,6 +118,13 @@ def _gathered(S, k):
     return idx, jnp.take_along_axis(S, idx, axis=1)
 
 
+def _masked(block, valid):
+    """The blocks (m, k, k) on the entries `valid` (m, k), the other rows and columns set to
+    the identity: one system per neuron, of fixed size, the same solution on its set."""
+    both = valid[:, :, None] & valid[:, None, :]
+    return jnp.where(both, block, jnp.eye(block.shape[-1], dtype=block.dtype))
+
+
 def _checked_inverse(M, inv=None):
     """The inverses of the Gram blocks M (m, k, k) (`spd_inverse`, or `inv` where given),
     NaN where one is not an inverse to 1e-6 on a probe vector: a singular block (a
@@ -150,6 +157,7 @@ def _rank_one_updates(G, idx, P, S_old, S_new):
     m, k = idx.shape
     rows = jnp.arange(m)
     pos = jnp.arange(k)
+    samples = jnp.arange(S_new.shape[1])
     diag = jnp.diag(G)
 
     def pending(cur):
@@ -193,8 +201,8 @@ def _rank_one_updates(G, idx, P, S_old, S_new):
             P + u[:, :, None] * v[:, None, :] - (adding[:, None, None] & pp).astype(P.dtype),
         )
         idx = jnp.where(adding[:, None] & e, i[:, None], idx).astype(idx.dtype)
-        out = removing[:, None] & (jnp.arange(cur.shape[1])[None, :] == idx[rows, p][:, None])
-        cur = (cur & ~out) | (adding[:, None] & (jnp.arange(cur.shape[1])[None, :] == i[:, None]))
+        out = removing[:, None] & (samples[None, :] == idx[rows, p][:, None])
+        cur = (cur & ~out) | (adding[:, None] & (samples[None, :] == i[:, None]))
         safe &= jnp.all(~adding | (s > 1e-12 * diag[i])) & jnp.all(~removing | (pivot > 0))
         return idx, P, cur, steps + 1, safe
 
@@ -207,9 +215,7 @@ def _rank_one_updates(G, idx, P, S_old, S_new):
     safe &= ~pending(cur)
     # the probe of the inverses formed afresh (`_checked_inverse`): rounding in a nearly
     # dependent entry's pivot passes the test on s
-    valid = jnp.take_along_axis(S_new, idx, axis=1)
-    both = valid[:, :, None] & valid[:, None, :]
-    M = jnp.where(both, G[idx[:, :, None], idx[:, None, :]], jnp.eye(k, dtype=P.dtype))
+    M = _masked(G[idx[:, :, None], idx[:, None, :]], jnp.take_along_axis(S_new, idx, axis=1))
     safe &= jnp.all(jnp.isfinite(_checked_inverse(M, P)))
     return idx, P, steps, safe
 
@@ -238,9 +244,7 @@ def _sliding_factor(G, mode, previous=None) -> _SlidingFactor:
         else:
             ix, valid = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), (m, n)), S
             block = jnp.broadcast_to(G, (m, n, n))
-        both = valid[:, :, None] & valid[:, None, :]
-        eye = jnp.eye(k, dtype=G.dtype)
-        return ix.astype(jnp.int32), _checked_inverse(jnp.where(both, block, eye)), zero
+        return ix.astype(jnp.int32), _checked_inverse(_masked(block, valid)), zero
 
     def formed(i, k):
         if previous is None or k < _UPDATE_FROM:
@@ -287,10 +291,9 @@ def _refactor(frame, mode) -> _SlidingFactor:
     a kink event that changes no sliding set forms no inverses (before, four per event, most
     of its time at c = 1e-6, n = 64, where the sets reach 64 entries), and one that changes a
     few entries updates them."""
-    S = mode == SLIDING
-    same = ~eqxi.unvmap_any(jnp.any(S != (frame.mode == SLIDING)))
-    # (and the same block size: under vmap the batch's largest set sets it, `_branch`)
-    same &= ~eqxi.unvmap_any(frame.factor.branch != _branch(S))
+    # (same sets in the whole batch: the same block size, `_branch`; `frame.factor` is that of
+    # `frame.mode` in the batch's block size, which `_batch_block` keeps where members differ)
+    same = ~eqxi.unvmap_any(jnp.any((mode == SLIDING) != (frame.mode == SLIDING)))
     return jax.lax.cond(
         same,
         lambda: frame.factor,
@@ -327,9 +330,7 @@ def _sliding_weights(r, frame):
     unroll = frame.factor is None
 
     def full_system(b_full):
-        eye = jnp.eye(n, dtype=r.dtype)
-        both = S[:, :, None] & S[:, None, :]
-        M = jnp.where(both, frame.G[None] * r[None, None, :], eye[None])
+        M = _masked(jnp.broadcast_to(frame.G * r[None, :], S.shape + (n,)), S)
         return M, jnp.where(S, b_full, 0.0)
 
     def full(b_full):
@@ -353,9 +354,7 @@ def _sliding_weights(r, frame):
 
     def compact(b_full, k):
         idx, valid = _gathered(S, k)
-        both = valid[:, :, None] & valid[:, None, :]
-        eye = jnp.eye(k, dtype=r.dtype)
-        M = jnp.where(both, frame.G[idx[:, :, None], idx[:, None, :]] * r[idx][:, None, :], eye)
+        M = _masked(frame.G[idx[:, :, None], idx[:, None, :]] * r[idx][:, None, :], valid)
         return on_gathered(b_full, idx, valid, lambda b: _weights_solve(M, b, unroll))
 
     def applied(b_full, i):

@@ -19,6 +19,14 @@ def _correlated(n, c, seed=0):
     return correlated_data(n, c, key=jax.random.PRNGKey(seed + 10), dtype=jnp.float64)
 
 
+def _frame(G, mode, factor=None):
+    """A frame for the sliding weights alone (labels, time scale and `slow` unused)."""
+    from integrators import _two_layer_field as F
+
+    n = G.shape[0]
+    return F._Frame(G, jnp.zeros(n), jnp.asarray(1.0), mode, jnp.asarray(1e-10), factor)
+
+
 def test_event_time_locator_stops_past_the_crossing():
     import optimistix as optx
 
@@ -132,7 +140,7 @@ def test_sliding_weights_from_the_per_event_inverses_are_the_direct_solves():
 
     @jax.jit
     def weights(mode, G=G, r=r):  # one compilation: the branch is taken at run time
-        frame = F._Frame(G, jnp.zeros(n), jnp.asarray(1.0), mode, jnp.asarray(1e-10))
+        frame = _frame(G, mode)
         factored = eqx.tree_at(lambda f: f.factor, frame, F._sliding_factor(G, mode),
                                is_leaf=lambda x: x is None)  # fmt: skip
         return F._sliding_weights(r, frame), F._sliding_weights(r, factored)
@@ -179,11 +187,8 @@ def test_rank_one_updates_of_the_sliding_inverses_are_the_direct_solves(monkeypa
     mode = np.where(rng.random((m, n)) < 0.5, F.ACTIVE, F.INACTIVE)
     mode[:, :2] = F.SLIDING
 
-    def frame(mode, factor=None):
-        return F._Frame(G, jnp.zeros(n), jnp.asarray(1.0), mode, jnp.asarray(1e-10), factor)
-
     refactor, weights = jax.jit(F._refactor), jax.jit(F._sliding_weights)
-    now = frame(jnp.asarray(mode), F._sliding_factor(G, jnp.asarray(mode)))
+    now = _frame(G, jnp.asarray(mode), F._sliding_factor(G, jnp.asarray(mode)))
     updated = 0
     for _ in range(60):
         new = np.asarray(now.mode).copy()
@@ -192,7 +197,7 @@ def test_rank_one_updates_of_the_sliding_inverses_are_the_direct_solves(monkeypa
                 new[j, i] = F.SLIDING if new[j, i] != F.SLIDING else F.ACTIVE
         factor = refactor(now, jnp.asarray(new))
         updated = max(updated, int(factor.updates))
-        now = frame(jnp.asarray(new), factor)
+        now = _frame(G, jnp.asarray(new), factor)
         sigma = np.asarray(weights(r, now))
         Gn, rn = np.asarray(G), np.asarray(r)
         for j in range(m):
@@ -207,11 +212,11 @@ def test_rank_one_updates_of_the_sliding_inverses_are_the_direct_solves(monkeypa
     G = jnp.asarray(Xd @ Xd.T)
     mode = jnp.full((m, n), F.INACTIVE).at[:, -3:].set(F.ACTIVE).at[0, :3].set(F.SLIDING)
     new = mode.at[0, 5].set(F.SLIDING)
-    factor = F._refactor(frame(mode, F._sliding_factor(G, mode)), new)
+    factor = F._refactor(_frame(G, mode, F._sliding_factor(G, mode)), new)
     assert int(factor.updates) == 0
-    fresh = frame(new, F._sliding_factor(G, new))
+    fresh = _frame(G, new, F._sliding_factor(G, new))
     np.testing.assert_array_equal(
-        F._sliding_weights(r, frame(new, factor)), F._sliding_weights(r, fresh)
+        F._sliding_weights(r, _frame(G, new, factor)), F._sliding_weights(r, fresh)
     )
 
 
@@ -229,14 +234,12 @@ def test_a_member_without_an_event_reads_the_batch_block_under_vmap():
     old = jnp.asarray([[[S, S, A, A, A, A]], [[S, S, A, A, A, A]]])
     new = jnp.asarray([[[S, S, A, A, A, A]], [[S, S, S, S, S, A]]])
 
-    def frame(mode, factor=None):
-        return F._Frame(G, jnp.zeros(n), jnp.asarray(1.0), mode, jnp.asarray(1e-10), factor)
-
     def step(event, mode_old, mode_new, factor_old):
         factor = jax.lax.cond(event, lambda: F._sliding_factor(G, mode_new), lambda: factor_old)
         mode = jnp.where(event, mode_new, mode_old)
         factor = F._batch_block(factor, G, mode)
-        return F._sliding_weights(r, frame(mode, factor)), F._sliding_weights(r, frame(mode))
+        weights = F._sliding_weights(r, _frame(G, mode, factor))
+        return weights, F._sliding_weights(r, _frame(G, mode))
 
     factors = jax.vmap(lambda mode: F._sliding_factor(G, mode))(old)
     factored, direct = jax.vmap(step)(jnp.asarray([False, True]), old, new, factors)
@@ -286,7 +289,7 @@ def test_sliding_sets_beyond_the_largest_factored_block_are_solved_directly(monk
     )
     factor = F._sliding_factor(G, mode)
     assert [a.shape for a in factor.inv] == [(m, 4, 4)]  # no (m, n, n) slot
-    frame = F._Frame(G, jnp.zeros(n), jnp.asarray(1.0), mode, jnp.asarray(1e-10), factor)
+    frame = _frame(G, mode, factor)
     sigma = np.asarray(F._sliding_weights(r, frame))
     Gn, rn, modes = np.asarray(G), np.asarray(r), np.asarray(mode)
     for j in range(m):
@@ -336,7 +339,7 @@ def test_a_duplicated_input_split_across_the_inverse_blocks_falls_back_to_least_
 
     @jax.jit
     def weights(mode, G):
-        frame = F._Frame(G, jnp.zeros(n), jnp.asarray(1.0), mode, jnp.asarray(1e-10))
+        frame = _frame(G, mode)
         factored = eqx.tree_at(lambda f: f.factor, frame, F._sliding_factor(G, mode),
                                is_leaf=lambda x: x is None)  # fmt: skip
         return F._sliding_weights(r, frame), F._sliding_weights(r, factored)
