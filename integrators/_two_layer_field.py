@@ -38,7 +38,7 @@ class _SlidingFactor(eqx.Module):
     inv: tuple  # per size (compact ones, then n if n <= _FULL): (m, k, k) inverses of G_SS
     # (the rows and columns of the other entries set to the identity)
     branch: Int[Array, ""]  # the slot in use (`_branch`)
-    updates: Int[Array, ""]  # rank-one updates since its inverses were formed
+    updates: Int[Array, " m"]  # each neuron's rank-one updates since its inverse was formed
 
 
 class _Frame(eqx.Module):
@@ -89,7 +89,12 @@ def _weights_solve(M, b, unroll=True):
 
 
 def _sizes(n):
-    return [k for k in _COMPACT if k < n]
+    """The compact sizes below n, and 5n/8 (to a multiple of 16) where between two of them:
+    at c = 1e-6 each neuron's set grows to about the samples of one label sign (129 of 256
+    at n = 256, seed 0), one past 128: the n x n slot cost (256 / 160)^2 = 2.6 times as much
+    per evaluation."""
+    half = -(-5 * n // 128) * 16
+    return sorted({k for k in _COMPACT if k < n} | ({half} if 4 < half < n else set()))
 
 
 def _branch(S):
@@ -116,6 +121,12 @@ def _gathered(S, k):
     )
     idx = order[:, :k]
     return idx, jnp.take_along_axis(S, idx, axis=1)
+
+
+def _apply(P, b):
+    """P_j b_j for each neuron: (m, k, k) by (m, k), a batched matrix-vector product at full
+    precision (HIGHEST: no TF32 on GPUs; on CPU twice as fast as a sum of products)."""
+    return jnp.einsum("mij,mj->mi", P, b, precision=jax.lax.Precision.HIGHEST)
 
 
 def _masked(block, valid):
@@ -184,7 +195,7 @@ def _rank_one_updates(G, idx, P, S_old, S_new):
         pivot = P[rows, p, p]
         # addition: w w^T / s
         b = jnp.where(held & ~e, G[i[:, None], idx], 0.0)
-        Pb = jnp.sum(P * b[:, None, :], axis=2)  # no matmul (no TF32 on GPUs)
+        Pb = _apply(P, b)
         s = diag[i] - jnp.sum(b * Pb, axis=1)
         w = Pb - e
         u = jnp.where(removing[:, None], col, jnp.where(adding[:, None], w, 0.0))
@@ -220,12 +231,58 @@ def _rank_one_updates(G, idx, P, S_old, S_new):
     return idx, P, steps, safe
 
 
+def _fresh(G, S, k):
+    """Slot k's indices (m, k) and inverses (m, k, k) of the sets S (m, n), formed afresh:
+    gathered into k x k blocks (k < n), or the n x n Gram masked to each set."""
+    m, n = S.shape
+    if k < n:
+        ix, valid = _gathered(S, k)
+        block = G[ix[:, :, None], ix[:, None, :]]
+    else:
+        ix, valid = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), (m, n)), S
+        block = jnp.broadcast_to(G, (m, n, n))
+    return ix.astype(jnp.int32), _checked_inverse(_masked(block, valid))
+
+
+def _neuron_updates(G, idx, P, updates, S_old, S_new):
+    """Slot (idx, P) of the sets S_old carried to S_new neuron by neuron, only those whose set
+    changed (an event changes one or two of them), each by `_rank_one_updates` on its own
+    (k, k) inverse (O(k^2) per entry; on all m blocks at once it cost 30 ms per event at
+    n = 256). `updates` (m,) counts each neuron's updates since its inverse was formed.
+    Returns the slot, the counts, and whether every neuron's update was safe (else the
+    caller forms the slot afresh, as where a set changed in more than k / 4 entries or a
+    neuron would pass `_REFRESH` updates: one inverse per slot in the program, which at
+    n = 256 compiles for over a minute)."""
+
+    def neuron(carry):
+        idx, P, updates, safe, left = carry
+        j = jnp.argmax(left)
+        ix, Pj, steps, ok = _rank_one_updates(
+            G, idx[j][None], P[j][None], S_old[j][None], S_new[j][None]
+        )
+        # (under vmap a member with no neuron left runs the body too: it keeps its slot)
+        go = left[j]
+        return (
+            idx.at[j].set(jnp.where(go, ix[0], idx[j])),
+            P.at[j].set(jnp.where(go, Pj[0], P[j])),
+            updates.at[j].add(jnp.where(go, steps, 0)),
+            safe & (ok | ~go),
+            left.at[j].set(False),
+        )
+
+    changed = jnp.any(S_old != S_new, axis=1)
+    idx, P, updates, safe, _ = jax.lax.while_loop(
+        lambda c: jnp.any(c[4]), neuron, (idx, P, updates, jnp.asarray(True), changed)
+    )
+    return idx, P, updates, safe
+
+
 def _sliding_factor(G, mode, previous=None) -> _SlidingFactor:
     """`_SlidingFactor` of the pattern `mode`: only the inverses of its branch are formed,
     or, from `previous` (the factor of sets S_old, and S_old) in the same branch of at least
-    `_UPDATE_FROM`, updated where the sets changed in at most k / 4 entries per neuron
-    (`_rank_one_updates`: O(k^2) per entry against O(k^3)), up to `_REFRESH` updates
-    (rounding) and only with safe pivots."""
+    `_UPDATE_FROM`, updated neuron by neuron where the sets changed (`_neuron_updates`) in
+    at most k / 4 entries, up to `_REFRESH` updates per neuron (rounding), and only with
+    safe pivots."""
     S = mode == SLIDING
     m, n = S.shape
     sizes = _sizes(n)
@@ -235,41 +292,37 @@ def _sliding_factor(G, mode, previous=None) -> _SlidingFactor:
     # entries (c = 1e-6, after ~5,000 events) solved at each evaluation cost far more;
     # beyond `_FULL` they are (`_sliding_weights`)
     slots = sizes + ([n] if n <= _FULL else [])
-    zero = jnp.zeros((), jnp.int32)
-
-    def fresh(k):
-        if k < n:
-            ix, valid = _gathered(S, k)
-            block = G[ix[:, :, None], ix[:, None, :]]
-        else:
-            ix, valid = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), (m, n)), S
-            block = jnp.broadcast_to(G, (m, n, n))
-        return ix.astype(jnp.int32), _checked_inverse(_masked(block, valid)), zero
+    none = jnp.zeros((m,), jnp.int32)
 
     def formed(i, k):
         if previous is None or k < _UPDATE_FROM:
-            return fresh(k)
+            return (*_fresh(G, S, k), none)
         factor, S_old = previous
         old_idx = (
             factor.idx[i]
             if i < len(factor.idx)
             else jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), (m, n))
         )
-        changes = jnp.max(jnp.sum(S != S_old, axis=1))
+        changes = jnp.sum(S != S_old, axis=1)
         incremental = (
-            (factor.branch == branch) & (changes <= k // 4) & (factor.updates + changes <= _REFRESH)
+            (factor.branch == branch)
+            & jnp.all(changes <= k // 4)
+            & jnp.all(factor.updates + changes <= _REFRESH)
         )
 
-        def update():
-            idx, inv, steps, safe = _rank_one_updates(G, old_idx, factor.inv[i], S_old, S)
-            return jax.lax.cond(
-                eqxi.unvmap_all(safe), lambda: (idx, inv, factor.updates + steps), lambda: fresh(k)
-            )
-
-        return jax.lax.cond(eqxi.unvmap_all(incremental), update, lambda: fresh(k))
+        # (one `_fresh` per slot: each is a recursion of batched products that XLA compiles
+        # for tens of seconds at n = 256)
+        idx, inv, updates, safe = jax.lax.cond(
+            eqxi.unvmap_all(incremental),
+            lambda: _neuron_updates(G, old_idx, factor.inv[i], factor.updates, S_old, S),
+            lambda: (old_idx, factor.inv[i], factor.updates, jnp.asarray(False)),
+        )
+        return jax.lax.cond(
+            eqxi.unvmap_all(safe), lambda: (idx, inv, updates), lambda: (*_fresh(G, S, k), none)
+        )
 
     def blocks(which):
-        idx, inv, updates = [], [], zero
+        idx, inv, updates = [], [], none
         for i, k in enumerate(slots):
             if i + 1 != which:
                 idx.append(jnp.zeros((m, k), jnp.int32))
@@ -363,11 +416,12 @@ def _sliding_weights(r, frame):
             idx = f.idx[i]
             valid = jnp.take_along_axis(S, idx, axis=1)
             return on_gathered(
-                b_full, idx, valid,
-                # no matmul (no TF32 on GPUs)
-                lambda b: jnp.sum(f.inv[i] * b[:, None, :], axis=2) / jnp.where(valid, r[idx], 1.0),
-            )  # fmt: skip
-        u = jnp.sum(f.inv[i] * jnp.where(S, b_full, 0.0)[:, None, :], axis=2)
+                b_full,
+                idx,
+                valid,
+                lambda b: _apply(f.inv[i], b) / jnp.where(valid, r[idx], 1.0),
+            )
+        u = _apply(f.inv[i], jnp.where(S, b_full, 0.0))
         return jnp.where(S, u / jnp.where(S, r[None, :], 1.0), 0.0)
 
     def solve():
