@@ -54,14 +54,15 @@ fired again; events therefore stop at the bracket's end past the crossing.
 
 The sliding sets change only at events, and with them the blocks G_SS: their inverses are
 formed only at an event that changes a sliding set (`_SlidingFactor`, each set gathered into a
-block of 4, 16, 32, 64 or 128, or n up to n = 256; beyond, a set of more than 128 entries is
-solved at every evaluation), by blocks (`theory.numerics.spd_inverse`, mostly matrix products;
-a probe sends a singular block, duplicated inputs, to least squares), or updated by rank-one
-steps where an event changes a few entries of a block of 64 or more (`_rank_one_updates`), and
-every evaluation applies them. The classification evaluates the weights the same way, and its
-inverses are the next segment's: a weight that it keeps inside [0, 1] by rounding and the next
-segment finds outside would be past its event, which would then never fire (a silent wrong
-flow: the loss 8% off on Gaussian inputs at n = 64 when only the segments used the inverses).
+block of 4, 16, 32, 64, 128 or 5n/8, or n up to n = 256; beyond, a set larger than the largest
+compact block is solved at every evaluation), by blocks (`theory.numerics.spd_inverse`, mostly
+matrix products; a probe sends a singular block, duplicated inputs, to least squares), or
+updated by rank-one steps, neuron by neuron, where an event changes a few entries of a block of
+64 or more (`_neuron_updates`), and every evaluation applies them. The classification
+evaluates the weights the same way, and its inverses are the next segment's: a weight that it
+keeps inside [0, 1] by rounding and the next segment finds outside would be past its event,
+which would then never fire (a silent wrong flow: the loss 8% off on Gaussian inputs at n = 64
+when only the segments used the inverses).
 The two still differ by rounding (the restart nudge after a classification moves the residual
 by ~1e-13), so the guard is what holds: a segment that starts with an entry past its kink ends
 where it starts, with an event there; if that repeats, the solve ends `kink_limited`.

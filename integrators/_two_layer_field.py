@@ -31,7 +31,8 @@ class _SlidingFactor(eqx.Module):
     into a k x k block, k the smallest of `_COMPACT` and n that holds the largest set) and
     each evaluation costs a matrix-vector product instead of a solve (up to n = `_FULL`;
     beyond, sets larger than 128 entries are solved at each evaluation). An event that changes the
-    sets in a few entries updates the inverses by rank-one steps (`_rank_one_updates`)."""
+    sets in a few entries updates the inverses of the neurons it changes by rank-one steps
+    (`_neuron_updates`)."""
 
     idx: tuple  # per compact size k: (m, k) distinct sample indices, the sliding ones among
     # them (first where formed afresh); the n x n slot is indexed by the samples themselves
@@ -288,9 +289,9 @@ def _sliding_factor(G, mode, previous=None) -> _SlidingFactor:
     sizes = _sizes(n)
     branch = _branch(S)
     # lax.switch writes every branch's slots at every event, the unused ones as zeros: at
-    # n = 256 the (m, n, n) slot's zeros cost a few ms per event, but sets beyond 128
-    # entries (c = 1e-6, after ~5,000 events) solved at each evaluation cost far more;
-    # beyond `_FULL` they are (`_sliding_weights`)
+    # n = 256 the (m, n, n) slot's zeros cost a few ms per event, but sets beyond the compact
+    # sizes solved at each evaluation cost far more; beyond `_FULL` they are
+    # (`_sliding_weights`)
     slots = sizes + ([n] if n <= _FULL else [])
     none = jnp.zeros((m,), jnp.int32)
 
@@ -371,7 +372,7 @@ def _sliding_weights(r, frame):
 
     Each neuron's system is as large as its sliding set, often a few entries, at times a third
     of the samples: the sets are gathered into the smallest of 1 x 1 (solved by a division), 4
-    x 4, 16 x 16, 32 x 32, ... systems that holds the largest (the full n x n ones beyond 128).
+    x 4, 16 x 16, 32 x 32, ... systems that holds the largest (`_sizes`; else the full n x n).
     With the frame's `_SlidingFactor` (the flow's segments and kink events) the inverses are
     formed (or updated) once per pattern and applied here; without it (or where they give non-
     finite weights: a singular G_SS, a sliding sample fitted exactly) each evaluation solves
