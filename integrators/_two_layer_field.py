@@ -30,9 +30,9 @@ class _SlidingFactor(eqx.Module):
     not change between events while r does. So G_SS^{-1} is formed where a set changes (gathered
     into a k x k block, k the smallest of `_COMPACT` and n that holds the largest set) and
     each evaluation costs a matrix-vector product instead of a solve (up to n = `_FULL`;
-    beyond, sets larger than 128 entries are solved at each evaluation). An event that changes the
-    sets in a few entries updates the inverses of the neurons it changes by rank-one steps
-    (`_neuron_updates`)."""
+    beyond, sets larger than the largest compact size are solved at each evaluation). An event
+    that changes the sets in a few entries updates the inverses of the neurons it changes by
+    rank-one steps (`_neuron_updates`)."""
 
     idx: tuple  # per compact size k: (m, k) distinct sample indices, the sliding ones among
     # them (first where formed afresh); the n x n slot is indexed by the samples themselves
@@ -145,14 +145,15 @@ def _checked_inverse(M, inv=None):
     least-squares fallback (`_sliding_weights`)."""
     inv = spd_inverse(M) if inv is None else inv
     probe = jnp.sin(1.0 + jnp.arange(M.shape[-1], dtype=M.dtype))  # no zero sums, no symmetry
-    back = jnp.sum(M * jnp.sum(inv * probe, axis=2)[:, None, :], axis=2)  # no matmul (TF32)
+    back = _apply(M, _apply(inv, jnp.broadcast_to(probe, M.shape[:-1])))
     bad = jnp.max(jnp.abs(back - probe), axis=1) > 1e-6
     return jnp.where(bad[:, None, None], jnp.nan, inv)
 
 
 def _rank_one_updates(G, idx, P, S_old, S_new):
-    """Slot (idx, P) of the sets S_old carried to S_new one entry per neuron per step, the
-    removals first: removing the entry at position p (its Schur complement)
+    """Slot (idx, P) of the sets S_old carried to S_new one entry per neuron per step (called
+    on one neuron at a time by `_neuron_updates`), the removals first: removing the entry at
+    position p (its Schur complement)
 
         P <- P - P[:, p] P[p, :] / P[p, p], then row and column p set to e_p,
 
