@@ -568,42 +568,79 @@ def _classify(state, frame, candidates):
         # catches: `two_layer_flow`'s module docstring)
         return _Frame(frame.G, frame.y, frame.tau, mode, frame.slow, _refactor(base, mode))
 
-    start = with_mode(mode, frame)
-    pa, _, r, sigma, _, _ = _field_parts(kappa, psi, start)
-    s = jnp.where(mode == ACTIVE, 1.0, jnp.where(mode == SLIDING, sigma, 0.0))
-    s_minus = jnp.where(candidates, 0.0, s)  # each candidate counted inactive ...
-    d_minus = -pa[:, None] * ((s_minus * r[None, :]) @ frame.G) / n
-    d_plus = d_minus - pa[:, None] * (jnp.diag(frame.G) * r)[None, :] / n  # ... and active
-    new = jnp.where(
-        (d_minus > 0) & (d_plus > 0),
-        ACTIVE,
-        jnp.where((d_minus > 0) & (d_plus <= 0), SLIDING, INACTIVE),
-    )
     was_sliding = frame.mode == SLIDING
-    mode = jnp.where(candidates, new, mode)
 
-    def round_(carry):
-        now, released, _, k = carry  # `now`: the frame of the pattern so far
+    def _phase(k):
+        return jnp.asarray(k, jnp.int32)
+
+    # One loop, one refactorization per iteration (each `with_mode` in the program is a
+    # `_sliding_factor` that XLA compiles, most of what two_layer_flow compiles): the pattern
+    # `pending` is factored, then the phase says what to do with it. 0: the candidates
+    # classified by their one-sided velocities; then rounds of 1 (a candidate set active that
+    # the joint pattern moves down, or inactive that it moves up, goes onto the kink) and 2
+    # (the worst sliding weight outside [0, 1] per neuron released), until a round changes
+    # nothing or `_RELEASE_ROUNDS` (3: done).
+    def classified(now, c):
+        pa, _, r, sigma, _, _ = _field_parts(kappa, psi, now)
+        s = jnp.where(now.mode == ACTIVE, 1.0, jnp.where(now.mode == SLIDING, sigma, 0.0))
+        s_minus = jnp.where(candidates, 0.0, s)  # each candidate counted inactive ...
+        d_minus = -pa[:, None] * ((s_minus * r[None, :]) @ frame.G) / n
+        d_plus = d_minus - pa[:, None] * (jnp.diag(frame.G) * r)[None, :] / n  # ... and active
+        new = jnp.where(
+            (d_minus > 0) & (d_plus > 0),
+            ACTIVE,
+            jnp.where((d_minus > 0) & (d_plus <= 0), SLIDING, INACTIVE),
+        )
+        pending = jnp.where(candidates, new, now.mode)
+        return dict(c, pending=pending, phase=_phase(1), d=(d_minus, d_plus))
+
+    def consistent(now, c):
+        go = c["changing"] & (c["rounds"] < _RELEASE_ROUNDS)
         mode = now.mode
         vel = _velocity(kappa, psi, now)
         wrong = candidates & (((mode == ACTIVE) & (vel < 0)) | ((mode == INACTIVE) & (vel > 0)))
-        new = jnp.where(wrong, SLIDING, mode)
-        here = with_mode(new, now)
-        sigma = _sliding_weights(_residual(kappa, psi, here)[1], here)
+        return dict(
+            c,
+            pending=jnp.where(go & wrong, SLIDING, mode),
+            phase=_phase(jnp.where(go, 2, 3)),
+            before=mode,
+        )
+
+    def release(now, c):
+        new = now.mode
+        sigma = _sliding_weights(_residual(kappa, psi, now)[1], now)
         violation = jnp.where(new == SLIDING, jnp.maximum(sigma - 1.0, -sigma), -jnp.inf)
         worst = jnp.arange(n)[None, :] == jnp.argmax(violation, axis=1)[:, None]
         out = worst & (violation > 0)
         up = out & (sigma > 1.0)
         down = out & (sigma < 0.0)
         new = jnp.where(up, ACTIVE, jnp.where(down, INACTIVE, new))
-        return with_mode(new, here), released | up | down, jnp.any(new != mode), k + 1
+        return dict(
+            c, pending=new, phase=_phase(1), released=c["released"] | up | down,
+            changing=jnp.any(new != c["before"]), rounds=c["rounds"] + 1,
+        )  # fmt: skip
 
-    # until the pattern stops changing (one round for a lone entry), at most _RELEASE_ROUNDS
-    now, released, _, _ = jax.lax.while_loop(
-        lambda c: c[2] & (c[3] < _RELEASE_ROUNDS),
-        round_,
-        (with_mode(mode, start), jnp.zeros_like(candidates), jnp.asarray(True), 0),
-    )
+    def done(now, c):  # (under vmap a finished member runs the body too)
+        return c
+
+    def step(carry):
+        prev, c = carry
+        now = with_mode(c["pending"], prev)
+        c = jax.lax.switch(
+            c["phase"], [classified, consistent, release, done], now, dict(c, pending=now.mode)
+        )
+        return now, c
+
+    zeros = jnp.zeros(mode.shape, frame.G.dtype)
+    c0 = dict(
+        pending=mode, phase=_phase(0), before=mode, changing=jnp.asarray(True),
+        released=jnp.zeros_like(candidates), rounds=_phase(0), d=(zeros, zeros),
+    )  # fmt: skip
+    # (the frame as `with_mode` builds them: no segment's r0 and d0)
+    first = _Frame(frame.G, frame.y, frame.tau, frame.mode, frame.slow, frame.factor)
+    now, c = jax.lax.while_loop(lambda carry: carry[1]["phase"] != 3, step, (first, c0))
+    released = c["released"]
+    d_minus, d_plus = c["d"]
     mode = now.mode
     entered = candidates & (mode == SLIDING) & ~was_sliding
     moved = candidates | released
