@@ -28,7 +28,7 @@ class _SlidingFactor(eqx.Module):
     next kink event: neuron j's sliding weights solve (G (r * s_j))_S = 0 on its sliding set
     S, i.e. G_SS u_S = b_S with u = r * sigma and b_i = -(G (r * 1_active))_i, and G_SS does
     not change between events while r does. So G_SS^{-1} is formed where a set changes (gathered
-    into a k x k block, k the smallest of `_COMPACT` and n that holds the largest set) and
+    into a k x k block, k the smallest of `_sizes(n)` and n that holds the largest set) and
     each evaluation costs a matrix-vector product instead of a solve (up to n = `_FULL`;
     beyond, sets larger than the largest compact size are solved at each evaluation). An event
     that changes the sets in a few entries updates the inverses of the neurons it changes by
@@ -90,12 +90,12 @@ def _weights_solve(M, b, unroll=True):
 
 
 def _sizes(n):
-    """The compact sizes below n, and 5n/8 (to a multiple of 16) where between two of them:
-    at c = 1e-6 each neuron's set grows to about the samples of one label sign (129 of 256
-    at n = 256, seed 0), one past 128: the n x n slot cost (256 / 160)^2 = 2.6 times as much
-    per evaluation."""
+    """The compact sizes below n, and 5n/8 (to a multiple of 16) up to n = `_FULL`: at
+    c = 1e-6 each neuron's set grows to about the samples of one label sign (129 of 256 at
+    n = 256, seed 0), one past 128, and the n x n slot cost (256 / 160)^2 = 2.6 times as much
+    per evaluation (beyond `_FULL` no slot grows with n)."""
     half = -(-5 * n // 128) * 16
-    return sorted({k for k in _COMPACT if k < n} | ({half} if 4 < half < n else set()))
+    return sorted({k for k in _COMPACT if k < n} | ({half} if half < n <= _FULL else set()))
 
 
 def _branch(S):
@@ -162,7 +162,8 @@ def _rank_one_updates(G, idx, P, S_old, S_new):
 
         P <- P - e_p e_p^T + w w^T / s.
 
-    Each step is a few passes over the (m, k, k) inverses where forming them is O(k^3).
+    Each step is a few passes over the (m, k, k) inverses (m = 1 from `_neuron_updates`)
+    where forming them is O(k^3).
     Returns the slot, the steps taken, and whether it is safe to use: every pivot positive
     (s > 1e-12 G_ii: not a duplicated input joining its copy) and the result an inverse on
     `_checked_inverse`'s probe; else the caller forms the inverses afresh (where the probe
@@ -595,46 +596,49 @@ def _classify(state, frame, candidates):
         return dict(c, pending=pending, phase=_phase(1), d=(d_minus, d_plus))
 
     def consistent(now, c):
-        go = c["changing"] & (c["rounds"] < _RELEASE_ROUNDS)
+        # `live`: this member goes on; the phase is the batch's (under vmap a batched index
+        # would run every phase at every iteration), a finished member's rounds change nothing
+        live = c["changing"] & (c["rounds"] < _RELEASE_ROUNDS)
+        go = eqxi.unvmap_any(live)
         mode = now.mode
-        vel = _velocity(kappa, psi, now)
-        wrong = candidates & (((mode == ACTIVE) & (vel < 0)) | ((mode == INACTIVE) & (vel > 0)))
+
+        def wrong():
+            vel = _velocity(kappa, psi, now)
+            return candidates & (((mode == ACTIVE) & (vel < 0)) | ((mode == INACTIVE) & (vel > 0)))
+
+        wrong = jax.lax.cond(go, wrong, lambda: jnp.zeros_like(candidates))
         return dict(
-            c,
-            pending=jnp.where(go & wrong, SLIDING, mode),
-            phase=_phase(jnp.where(go, 2, 3)),
-            before=mode,
-        )
+            c, pending=jnp.where(live & wrong, SLIDING, mode), phase=_phase(jnp.where(go, 2, 3)),
+            before=mode, live=live,
+        )  # fmt: skip
 
     def release(now, c):
         new = now.mode
         sigma = _sliding_weights(_residual(kappa, psi, now)[1], now)
         violation = jnp.where(new == SLIDING, jnp.maximum(sigma - 1.0, -sigma), -jnp.inf)
         worst = jnp.arange(n)[None, :] == jnp.argmax(violation, axis=1)[:, None]
-        out = worst & (violation > 0)
+        out = worst & (violation > 0) & c["live"]
         up = out & (sigma > 1.0)
         down = out & (sigma < 0.0)
         new = jnp.where(up, ACTIVE, jnp.where(down, INACTIVE, new))
         return dict(
             c, pending=new, phase=_phase(1), released=c["released"] | up | down,
-            changing=jnp.any(new != c["before"]), rounds=c["rounds"] + 1,
+            changing=c["live"] & jnp.any(new != c["before"]), rounds=c["rounds"] + c["live"],
         )  # fmt: skip
-
-    def done(now, c):  # (under vmap a finished member runs the body too)
-        return c
 
     def step(carry):
         prev, c = carry
         now = with_mode(c["pending"], prev)
         c = jax.lax.switch(
-            c["phase"], [classified, consistent, release, done], now, dict(c, pending=now.mode)
+            c["phase"], [classified, consistent, release], now, dict(c, pending=now.mode)
         )
         return now, c
 
     zeros = jnp.zeros(mode.shape, frame.G.dtype)
     c0 = dict(
         pending=mode, phase=_phase(0), before=mode, changing=jnp.asarray(True),
-        released=jnp.zeros_like(candidates), rounds=_phase(0), d=(zeros, zeros),
+        live=jnp.asarray(True), released=jnp.zeros_like(candidates), rounds=_phase(0),
+        d=(zeros, zeros),
     )  # fmt: skip
     # (the frame as `with_mode` builds them: no segment's r0 and d0)
     first = _Frame(frame.G, frame.y, frame.tau, frame.mode, frame.slow, frame.factor)
