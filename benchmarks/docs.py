@@ -31,6 +31,7 @@ BENCHMARKS = {
     "beyond_orthogonal": "Beyond orthogonal inputs: correlated and Gaussian inputs, and the flows",
     "beyond_orthogonal_n64": "Beyond orthogonal inputs at n = 64: correlated and Gaussian inputs",
     "beyond_orthogonal_n256": "Beyond orthogonal inputs at n = 256: the first paper's size",
+    "beyond_orthogonal_n256_c1e-6": "Nearly orthogonal inputs (c = 1e-6) at n = 256",
     "correlated_vs_gd_n64": "Correlated inputs at n = 64 against gradient descent",
     "correlated_vs_gd_n256": "Correlated inputs at n = 256 against gradient descent",
     "diagonal_networks": "Diagonal linear networks: the jump process against the exact flow",
@@ -55,6 +56,9 @@ COMMANDS = {
     ),
     "beyond_orthogonal_n256": (
         "beyond_orthogonal --n 256 --cs 0 0.1 --d-over-n --no-solvers --seeds 8"
+    ),
+    "beyond_orthogonal_n256_c1e-6": (
+        "beyond_orthogonal --n 256 --cs 1e-6 --d-over-n --no-solvers --seeds 8"
     ),
     "correlated_vs_gd_n64": "correlated_vs_gd --n 64 --seeds 2",
     "correlated_vs_gd_n256": "correlated_vs_gd --n 256 --seeds 1 --setting 0.1 10",
