@@ -27,6 +27,16 @@ def _frame(G, mode, factor=None):
     return F._Frame(G, jnp.zeros(n), jnp.asarray(1.0), mode, jnp.asarray(1e-10), factor)
 
 
+def _direct(G, r, row):
+    """The sliding entries of one neuron's pattern `row` and their weights by numpy's solve of
+    (G (r * s_j))_S = 0: G_SS u_S = -G_SA r_A, sigma = u / r."""
+    from integrators import _two_layer_field as F
+
+    Gn, rn, row = np.asarray(G), np.asarray(r), np.asarray(row)
+    S, A = row == F.SLIDING, row == F.ACTIVE
+    return S, np.linalg.solve(Gn[np.ix_(S, S)], -Gn[np.ix_(S, A)] @ rn[A]) / rn[S]
+
+
 def test_event_time_locator_stops_past_the_crossing():
     import optimistix as optx
 
@@ -153,11 +163,9 @@ def test_sliding_weights_from_the_per_event_inverses_are_the_direct_solves():
             mode[j, perm[:1]] = F.ACTIVE
             mode[j, perm[1 : 1 + k]] = F.SLIDING
         direct, factored = weights(jnp.asarray(mode))
-        Gn, rn = np.asarray(G), np.asarray(r)
         for j in range(m):
-            S, A = mode[j] == F.SLIDING, mode[j] == F.ACTIVE
-            u = np.linalg.solve(Gn[np.ix_(S, S)], -Gn[np.ix_(S, A)] @ rn[A])
-            np.testing.assert_allclose(np.asarray(factored)[j, S], u / rn[S], rtol=1e-9)
+            S, expected = _direct(G, r, mode[j])
+            np.testing.assert_allclose(np.asarray(factored)[j, S], expected, rtol=1e-9)
             assert np.all(np.asarray(factored)[j, ~S] == 0.0)
         np.testing.assert_allclose(factored, direct, rtol=1e-9, atol=1e-12)
     # a duplicated input (G_SS singular) and a fitted sliding sample (r_i = 0)
@@ -187,11 +195,9 @@ def test_sets_of_about_half_the_samples_get_a_block_of_five_eighths():
     factor = F._sliding_factor(G, jnp.asarray(mode))
     assert int(factor.branch) == 1 + F._sizes(n).index(48)
     sigma = np.asarray(F._sliding_weights(r, _frame(G, jnp.asarray(mode), factor)))
-    Gn, rn = np.asarray(G), np.asarray(r)
     for j in range(2):
-        S, A = mode[j] == F.SLIDING, mode[j] == F.ACTIVE
-        u = np.linalg.solve(Gn[np.ix_(S, S)], -Gn[np.ix_(S, A)] @ rn[A])
-        np.testing.assert_allclose(sigma[j, S], u / rn[S], rtol=1e-8)
+        S, expected = _direct(G, r, mode[j])
+        np.testing.assert_allclose(sigma[j, S], expected, rtol=1e-8)
     assert np.all(sigma[2] == 0.0)
 
 
@@ -222,11 +228,9 @@ def test_rank_one_updates_of_the_sliding_inverses_are_the_direct_solves(monkeypa
         updated = max(updated, int(jnp.max(factor.updates)))
         now = _frame(G, jnp.asarray(new), factor)
         sigma = np.asarray(weights(r, now))
-        Gn, rn = np.asarray(G), np.asarray(r)
         for j in range(m):
-            S, A = new[j] == F.SLIDING, new[j] == F.ACTIVE
-            u = np.linalg.solve(Gn[np.ix_(S, S)], -Gn[np.ix_(S, A)] @ rn[A])
-            np.testing.assert_allclose(sigma[j, S], u / rn[S], rtol=1e-8, atol=1e-12)
+            S, expected = _direct(G, r, new[j])
+            np.testing.assert_allclose(sigma[j, S], expected, rtol=1e-8, atol=1e-12)
     assert updated >= 10
     # a duplicated input joining its copy's set: the pivot is unsafe and the inverses are
     # formed afresh (which the probe checks: `_checked_inverse`)
@@ -314,11 +318,9 @@ def test_sliding_sets_beyond_the_largest_factored_block_are_solved_directly(monk
     assert [a.shape for a in factor.inv] == [(m, 4, 4)]  # no (m, n, n) slot
     frame = _frame(G, mode, factor)
     sigma = np.asarray(F._sliding_weights(r, frame))
-    Gn, rn, modes = np.asarray(G), np.asarray(r), np.asarray(mode)
     for j in range(m):
-        S, A = modes[j] == F.SLIDING, modes[j] == F.ACTIVE
-        u = np.linalg.solve(Gn[np.ix_(S, S)], -Gn[np.ix_(S, A)] @ rn[A])
-        np.testing.assert_allclose(sigma[j, S], u / rn[S], rtol=1e-9)
+        S, expected = _direct(G, r, mode[j])
+        np.testing.assert_allclose(sigma[j, S], expected, rtol=1e-9)
 
 
 def test_lu_solve_against_numpy():
