@@ -289,7 +289,10 @@ def main(argv=None) -> dict:
     p.add_argument("--n", type=int, default=16, help="samples n")
     p.add_argument("--width", type=int, default=None, help="neurons m (default: width rule)")
     p.add_argument("--no-solvers", action="store_true", help="skip the solver comparison")
-    p.add_argument("--cs", type=float, nargs="+", default=CS, help="correlations c")
+    p.add_argument(
+        "--cs", type=float, nargs="*", default=CS,
+        help="correlations c (none: Gaussian inputs only)",
+    )  # fmt: skip
     p.add_argument(
         "--d-over-n", type=float, nargs="*", default=D_OVER_N,
         help="Gaussian inputs' d / n (none: correlated inputs only)",
@@ -297,6 +300,8 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     if args.n < 2 or args.seeds < 1:
         p.error(f"--n must be >= 2 and --seeds >= 1, got {args.n} and {args.seeds}")
+    if not args.cs and not args.d_over_n:
+        p.error("--cs and --d-over-n are both empty: no setting to solve")
     if not all(0.0 <= c < 1.0 for c in args.cs) or not all(r > 0 for r in args.d_over_n):
         p.error(f"--cs must be in [0, 1) and --d-over-n > 0, got {args.cs}, {args.d_over_n}")
     kw = dict(cs=tuple(args.cs), d_over_n=tuple(args.d_over_n))
