@@ -307,3 +307,25 @@ def test_teacher_student(tmp_path):
         for s in r["saddles"]:
             assert s["loss"] >= 0 and s["morse_index"] >= 0
     assert (out / "loss_curves.png").exists() and (out / "saddles.png").exists()
+
+
+def test_beyond_orthogonal_gaussian_only(tmp_path):
+    # `--cs` with no value: the Gaussian families alone, drawn in both figures
+    from benchmarks import beyond_orthogonal
+    from benchmarks._beyond_plots import plot_deviation, plot_losses
+
+    with pytest.raises(SystemExit):
+        beyond_orthogonal.main(["--cs", "--d-over-n"])  # nothing to solve
+    ts = np.linspace(0.0, 5.0, 20)
+    row = {
+        "inputs": "gaussian", "c": None, "d_over_n": 1.0, "alpha": 1e-10,
+        "first_jump_ratio_median": 0.9, "cost_ratio_median": 0.95,
+    }  # fmt: skip
+    results = {
+        "config": {"log10_inv_alpha": [10]},
+        "rows": [row],
+        "_outputs": [{"ts": [ts], "loss": [np.exp(-ts)]}],
+    }
+    for plot, name in ((plot_losses, "l.png"), (plot_deviation, "d.png")):
+        plot(results, tmp_path / name)
+        assert (tmp_path / name).stat().st_size > 10_000
