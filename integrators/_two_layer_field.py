@@ -150,10 +150,10 @@ def _checked_inverse(M, inv=None):
     return jnp.where(bad[:, None, None], jnp.nan, inv)
 
 
-def _rank_one_updates(G, idx, P, S_old, S_new):
-    """Slot (idx, P) of the sets S_old carried to S_new one entry per neuron per step (called
-    on one neuron at a time by `_neuron_updates`), the removals first: removing the entry at
-    position p (its Schur complement)
+def _rank_one_updates(G, idx, P, s_old, s_new):
+    """One neuron's slot (idx (k,), P (k, k)) of the set s_old (n,) carried to s_new one
+    entry per step, the removals first: removing the entry at position p (its Schur
+    complement)
 
         P <- P - P[:, p] P[p, :] / P[p, p], then row and column p set to e_p,
 
@@ -162,75 +162,68 @@ def _rank_one_updates(G, idx, P, S_old, S_new):
 
         P <- P - e_p e_p^T + w w^T / s.
 
-    Each step is a few passes over the (m, k, k) inverses (m = 1 from `_neuron_updates`)
-    where forming them is O(k^3).
+    Each step is a few passes over the (k, k) inverse where forming it is O(k^3).
     Returns the slot, the steps taken, and whether it is safe to use: every pivot positive
     (s > 1e-12 G_ii: not a duplicated input joining its copy) and the result an inverse on
     `_checked_inverse`'s probe; else the caller forms the inverses afresh (where the probe
     sends a singular block to least squares)."""
-    m, k = idx.shape
-    rows = jnp.arange(m)
+    k = idx.shape[0]
     pos = jnp.arange(k)
-    samples = jnp.arange(S_new.shape[1])
+    samples = jnp.arange(s_new.shape[0])
     diag = jnp.diag(G)
-
-    def pending(cur):
-        return jnp.any(cur != S_new)
 
     def step(carry):
         idx, P, cur, steps, safe = carry
-        held = jnp.take_along_axis(cur, idx, axis=1)  # positions of the current set
-        target = jnp.take_along_axis(S_new, idx, axis=1)
+        held = cur[idx]  # positions of the current set
+        target = s_new[idx]
         drop = held & ~target
-        removing = jnp.any(drop, axis=1)
-        add = S_new & ~cur
-        adding = jnp.any(add, axis=1) & ~removing
-        i = jnp.argmax(add, axis=1)  # the sample to add: at its own position if held as
-        at = idx == i[:, None]  # padding, else at a padding position not in S_new
+        removing = jnp.any(drop)
+        add = s_new & ~cur
+        adding = jnp.any(add) & ~removing
+        i = jnp.argmax(add)  # the sample to add: at its own position if held as padding,
+        at = idx == i  # else at a padding position not in s_new
         p = jnp.where(
             removing,
-            jnp.argmax(drop, axis=1),
-            jnp.where(jnp.any(at, axis=1), jnp.argmax(at, axis=1), jnp.argmax(~target, axis=1)),
+            jnp.argmax(drop),
+            jnp.where(jnp.any(at), jnp.argmax(at), jnp.argmax(~target)),
         )
-        e = pos[None, :] == p[:, None]
+        e = pos == p
         # removal: u v^T = -P[:, p] P[p, :] / P[p, p]
-        col = P[rows, :, p]
-        pivot = P[rows, p, p]
+        pivot = P[p, p]
         # addition: w w^T / s
-        b = jnp.where(held & ~e, G[i[:, None], idx], 0.0)
-        Pb = _apply(P, b)
-        s = diag[i] - jnp.sum(b * Pb, axis=1)
+        b = jnp.where(held & ~e, G[i, idx], 0.0)
+        Pb = _apply(P[None], b[None])[0]
+        s = diag[i] - jnp.sum(b * Pb)
         w = Pb - e
-        u = jnp.where(removing[:, None], col, jnp.where(adding[:, None], w, 0.0))
+        u = jnp.where(removing, P[:, p], jnp.where(adding, w, 0.0))
         v = jnp.where(
-            removing[:, None],
-            -P[rows, p, :] / jnp.where(removing, pivot, 1.0)[:, None],
-            jnp.where(adding[:, None], w / jnp.where(adding, s, 1.0)[:, None], 0.0),
+            removing,
+            -P[p, :] / jnp.where(removing, pivot, 1.0),
+            jnp.where(adding, w / jnp.where(adding, s, 1.0), 0.0),
         )
-        on_p = e[:, :, None] | e[:, None, :]
-        pp = e[:, :, None] & e[:, None, :]
+        on_p = e[:, None] | e[None, :]
+        pp = e[:, None] & e[None, :]
         P = jnp.where(
-            removing[:, None, None] & on_p,
+            removing & on_p,
             pp.astype(P.dtype),
-            P + u[:, :, None] * v[:, None, :] - (adding[:, None, None] & pp).astype(P.dtype),
+            P + u[:, None] * v[None, :] - (adding & pp).astype(P.dtype),
         )
-        idx = jnp.where(adding[:, None] & e, i[:, None], idx).astype(idx.dtype)
-        out = removing[:, None] & (samples[None, :] == idx[rows, p][:, None])
-        cur = (cur & ~out) | (adding[:, None] & (samples[None, :] == i[:, None]))
-        safe &= jnp.all(~adding | (s > 1e-12 * diag[i])) & jnp.all(~removing | (pivot > 0))
+        idx = jnp.where(adding & e, i, idx).astype(idx.dtype)
+        cur = (cur & ~(removing & (samples == idx[p]))) | (adding & (samples == i))
+        safe &= (~adding | (s > 1e-12 * diag[i])) & (~removing | (pivot > 0))
         return idx, P, cur, steps + 1, safe
 
-    # each step settles one entry per neuron: at most k steps (a guard: not reached)
+    # each step settles one entry: at most k steps (a guard: not reached)
     idx, P, cur, steps, safe = jax.lax.while_loop(
-        lambda c: pending(c[2]) & (c[3] < k),
+        lambda c: jnp.any(c[2] != s_new) & (c[3] < k),
         step,
-        (idx, P, S_old, jnp.asarray(0, jnp.int32), jnp.asarray(True)),
+        (idx, P, s_old, jnp.asarray(0, jnp.int32), jnp.asarray(True)),
     )
-    safe &= ~pending(cur)
+    safe &= jnp.all(cur == s_new)
     # the probe of the inverses formed afresh (`_checked_inverse`): rounding in a nearly
     # dependent entry's pivot passes the test on s
-    M = _masked(G[idx[:, :, None], idx[:, None, :]], jnp.take_along_axis(S_new, idx, axis=1))
-    safe &= jnp.all(jnp.isfinite(_checked_inverse(M, P)))
+    M = _masked(G[idx[:, None], idx[None, :]][None], s_new[idx][None])
+    safe &= jnp.all(jnp.isfinite(_checked_inverse(M, P[None])))
     return idx, P, steps, safe
 
 
@@ -247,10 +240,10 @@ def _fresh(G, S, k):
     return ix.astype(jnp.int32), _checked_inverse(_masked(block, valid))
 
 
-def _neuron_updates(G, idx, P, updates, S_old, S_new):
-    """Slot (idx, P) of the sets S_old carried to S_new neuron by neuron, only those whose set
-    changed (an event changes one or two of them), each by `_rank_one_updates` on its own
-    (k, k) inverse (O(k^2) per entry; on all m blocks at once it cost 30 ms per event at
+def _neuron_updates(G, idx, P, updates, S_old, S_new, changed):
+    """Slot (idx, P) of the sets S_old carried to S_new neuron by neuron, only those
+    `changed` (m,) (an event changes one or two of them), each by `_rank_one_updates` on its
+    own (k, k) inverse (O(k^2) per entry; on all m blocks at once it cost 30 ms per event at
     n = 256). `updates` (m,) counts each neuron's updates since its inverse was formed.
     Returns the slot, the counts, and whether every neuron's update was safe (else the
     caller forms the slot afresh, as where a set changed in more than k / 4 entries or a
@@ -260,20 +253,17 @@ def _neuron_updates(G, idx, P, updates, S_old, S_new):
     def neuron(carry):
         idx, P, updates, safe, left = carry
         j = jnp.argmax(left)
-        ix, Pj, steps, ok = _rank_one_updates(
-            G, idx[j][None], P[j][None], S_old[j][None], S_new[j][None]
-        )
+        ix, Pj, steps, ok = _rank_one_updates(G, idx[j], P[j], S_old[j], S_new[j])
         # (under vmap a member with no neuron left runs the body too: it keeps its slot)
         go = left[j]
         return (
-            idx.at[j].set(jnp.where(go, ix[0], idx[j])),
-            P.at[j].set(jnp.where(go, Pj[0], P[j])),
+            idx.at[j].set(jnp.where(go, ix, idx[j])),
+            P.at[j].set(jnp.where(go, Pj, P[j])),
             updates.at[j].add(jnp.where(go, steps, 0)),
             safe & (ok | ~go),
             left.at[j].set(False),
         )
 
-    changed = jnp.any(S_old != S_new, axis=1)
     idx, P, updates, safe, _ = jax.lax.while_loop(
         lambda c: jnp.any(c[4]), neuron, (idx, P, updates, jnp.asarray(True), changed)
     )
@@ -317,7 +307,9 @@ def _sliding_factor(G, mode, previous=None) -> _SlidingFactor:
         # for tens of seconds at n = 256)
         idx, inv, updates, safe = jax.lax.cond(
             eqxi.unvmap_all(incremental),
-            lambda: _neuron_updates(G, old_idx, factor.inv[i], factor.updates, S_old, S),
+            lambda: _neuron_updates(
+                G, old_idx, factor.inv[i], factor.updates, S_old, S, changes > 0
+            ),
             lambda: (old_idx, factor.inv[i], factor.updates, jnp.asarray(False)),
         )
         return jax.lax.cond(
