@@ -3,8 +3,10 @@
     python -m benchmarks.docs [--results results]   # copy the results in, write the tables
     python -m benchmarks.docs --check               # fail if a table differs from its data
 
-`docs/reproduction.md` (the paper's tables beside ours, `benchmarks.reproduction`) is
-generated the same way, from the copies of `norm_scaling`, `width_ablation` and `alpha_limit`.
+Pages drawn from several benchmarks' data (`COMBINED`) are generated the same way from the
+copies: `docs/reproduction.md` (the paper's tables beside ours, `benchmarks.reproduction`,
+from `norm_scaling`, `width_ablation` and `alpha_limit`) and
+`docs/results/beyond_orthogonal_by_n.md` (`beyond_orthogonal` at every n).
 
 For every page below whose `<results>/<name>/results.json` exists (a benchmark's name, or a
 page of a benchmark run with other options, `COMMANDS`), the results (without
@@ -22,7 +24,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from benchmarks import reproduction
+from benchmarks import _beyond_by_n, reproduction
 from benchmarks._common import from_jsonable
 
 BENCHMARKS = {
@@ -32,6 +34,7 @@ BENCHMARKS = {
     "beyond_orthogonal_n64": "Beyond orthogonal inputs at n = 64: correlated and Gaussian inputs",
     "beyond_orthogonal_n256": "Beyond orthogonal inputs at n = 256: the first paper's size",
     "beyond_orthogonal_n256_c1e-6": "Nearly orthogonal inputs (c = 1e-6) at n = 256",
+    "beyond_orthogonal_n256_gaussian": "Gaussian inputs (d = n and 4n) at n = 256",
     "correlated_vs_gd_n64": "Correlated inputs at n = 64 against gradient descent",
     "correlated_vs_gd_n256": "Correlated inputs at n = 256 against gradient descent",
     "diagonal_networks": "Diagonal linear networks: the jump process against the exact flow",
@@ -60,8 +63,17 @@ COMMANDS = {
     "beyond_orthogonal_n256_c1e-6": (
         "beyond_orthogonal --n 256 --cs 1e-6 --d-over-n --no-solvers --seeds 8"
     ),
+    "beyond_orthogonal_n256_gaussian": (
+        "beyond_orthogonal --n 256 --cs --d-over-n 1 4 --no-solvers --seeds 8"
+    ),
     "correlated_vs_gd_n64": "correlated_vs_gd --n 64 --seeds 2",
     "correlated_vs_gd_n256": "correlated_vs_gd --n 256 --seeds 1 --setting 0.1 10",
+}
+# pages drawn from several benchmarks' data: path under docs/ -> (renderer, the data it reads,
+# None for each not run)
+COMBINED = {
+    "reproduction.md": (reproduction.render_data, reproduction.INPUTS),
+    _beyond_by_n.PAGE: (_beyond_by_n.render_data, _beyond_by_n.INPUTS),
 }
 DROP = ("curves", "curve", "directions", "signs", "y")  # plot and instance data
 ROOT = Path(__file__).resolve().parent.parent / "docs"
@@ -91,20 +103,23 @@ def render(name: str, data: dict) -> str:
     )
 
 
-def _reproduction_inputs(root: Path) -> list[dict | None]:
-    return [reproduction.load(root / "data" / f"{name}.json") for name in reproduction.INPUTS]
+def _combined(page: str, root: Path) -> str:
+    """A `COMBINED` page from the data under `root`."""
+    render_data, inputs = COMBINED[page]
+    return render_data(*(reproduction.load(root / "data" / f"{name}.json") for name in inputs))
 
 
 def update(results: Path, root: Path = ROOT) -> list[str]:
     """Copy each benchmark's results in and write its table; returns the names updated."""
     done = []
     (root / "data").mkdir(parents=True, exist_ok=True)
-    for name in [*BENCHMARKS, *(n for n in reproduction.INPUTS if n not in BENCHMARKS)]:
+    data_only = {n for _, inputs in COMBINED.values() for n in inputs if n not in BENCHMARKS}
+    for name in [*BENCHMARKS, *sorted(data_only)]:
         src = results / name / "results.json"
         if not src.exists():
             continue
         data = _slim(json.loads(src.read_text()))
-        if name in BENCHMARKS:  # a page of its own (the others feed docs/reproduction.md only)
+        if name in BENCHMARKS:  # a page of its own (the others feed `COMBINED` pages only)
             figures = sorted(p.name for p in src.parent.glob("*.png"))
             data["figures"] = figures  # the benchmark's own figures, drawn from these results
             (root / "results" / name).mkdir(parents=True, exist_ok=True)
@@ -113,9 +128,9 @@ def update(results: Path, root: Path = ROOT) -> list[str]:
             (root / "results" / f"{name}.md").write_text(render(name, data))
         (root / "data" / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
         done.append(name)
-    if any(n in done for n in reproduction.INPUTS):
-        page = reproduction.render_data(*_reproduction_inputs(root))
-        (root / "reproduction.md").write_text(page)
+    for page, (_, inputs) in COMBINED.items():
+        if any(n in done for n in inputs):
+            (root / page).write_text(_combined(page, root))
     return done
 
 
@@ -123,23 +138,17 @@ def stale(root: Path = ROOT) -> list[str]:
     """The documented tables that differ from what their data renders (or lack their data)."""
     bad = []
     for page in sorted((root / "results").glob("*.md")):
-        if page.stem == "index":
+        if page.stem == "index" or f"results/{page.name}" in COMBINED:
             continue
         data = root / "data" / f"{page.stem}.json"
         if page.stem not in BENCHMARKS or not data.exists():
             bad.append(f"{page}: no data file {data}")
         elif render(page.stem, json.loads(data.read_text())) != page.read_text():
             bad.append(f"{page}: differs from what {data} renders")
-    page = root / "reproduction.md"  # generated from three benchmarks' data, when present
-    if page.exists():
-        inputs = _reproduction_inputs(root)
-        missing = [n for n, d in zip(reproduction.INPUTS, inputs, strict=True) if d is None]
-        if missing:
-            bad.append(f"{page}: no data file for {', '.join(missing)} in {root / 'data'}")
-        elif reproduction.render_data(*inputs) != page.read_text():
-            bad.append(
-                f"{page}: differs from what the data of {', '.join(reproduction.INPUTS)} renders"
-            )
+    for name, (_, inputs) in COMBINED.items():
+        page = root / name  # (a missing input renders differently from the page's)
+        if page.exists() and _combined(name, root) != page.read_text():
+            bad.append(f"{page}: differs from what the data of {', '.join(inputs)} renders")
     return bad
 
 
