@@ -280,22 +280,17 @@ def _sliding_factor(G, mode, previous=None) -> _SlidingFactor:
     m, n = S.shape
     sizes = _sizes(n)
     branch = _branch(S)
-    # lax.switch writes every branch's slots at every event, the unused ones as zeros: at
-    # n = 256 the (m, n, n) slot's zeros cost a few ms per event, but sets beyond the compact
-    # sizes solved at each evaluation cost far more; beyond `_FULL` they are
-    # (`_sliding_weights`)
+    # (sets beyond the compact sizes solved at each evaluation cost far more than the n x n
+    # slot; beyond `_FULL` they are: `_sliding_weights`)
     slots = sizes + ([n] if n <= _FULL else [])
     none = jnp.zeros((m,), jnp.int32)
+    every = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), (m, n))  # the n x n slot's
 
     def formed(i, k):
         if previous is None or k < _UPDATE_FROM:
             return (*_fresh(G, S, k), none)
         factor, S_old = previous
-        old_idx = (
-            factor.idx[i]
-            if i < len(factor.idx)
-            else jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), (m, n))
-        )
+        old_idx = factor.idx[i] if i < len(factor.idx) else every
         changes = jnp.sum(S != S_old, axis=1)
         incremental = (
             (factor.branch == branch)
@@ -316,20 +311,25 @@ def _sliding_factor(G, mode, previous=None) -> _SlidingFactor:
             eqxi.unvmap_all(safe), lambda: (idx, inv, updates), lambda: (*_fresh(G, S, k), none)
         )
 
-    def blocks(which):
-        idx, inv, updates = [], [], none
-        for i, k in enumerate(slots):
-            if i + 1 != which:
-                idx.append(jnp.zeros((m, k), jnp.int32))
-                inv.append(jnp.zeros((m, k, k), G.dtype))
-                continue
-            ix, iv, updates = formed(i, k)
-            idx.append(ix)
-            inv.append(iv)
-        return tuple(idx[: len(sizes)]), tuple(inv), updates
-
-    branches = [functools.partial(blocks, i) for i in range(len(sizes) + 2)]
-    idx, inv, updates = jax.lax.switch(branch, branches)
+    # slot by slot: the branch's is formed (or updated), the others are passed through as
+    # they were (stale, never read: `branch` says which is valid). A lax.switch over the
+    # branches wrote every slot at every refactorization, the unused ones as zeros: 47 MB
+    # at n = 256, most of an event's time
+    if previous is None:
+        idx = [jnp.zeros((m, k), jnp.int32) for k in sizes]
+        inv = [jnp.zeros((m, k, k), G.dtype) for k in slots]
+    else:
+        idx, inv = list(previous[0].idx), list(previous[0].inv)
+    updates = none
+    for i, k in enumerate(slots):
+        kept = (idx[i] if i < len(sizes) else every, inv[i], none)
+        ix, inv[i], up = jax.lax.cond(
+            branch == i + 1, lambda _, i=i, k=k: formed(i, k), lambda kept: kept, kept
+        )
+        if i < len(sizes):
+            idx[i] = ix
+        updates = jnp.where(branch == i + 1, up, updates)
+    idx, inv = tuple(idx), tuple(inv)
     return _SlidingFactor(idx, inv, branch, updates)
 
 
