@@ -300,15 +300,14 @@ def _sliding_factor(G, mode, previous=None) -> _SlidingFactor:
 
         # (one `_fresh` per slot: each is a recursion of batched products that XLA compiles
         # for tens of seconds at n = 256)
-        idx, inv, updates, safe = jax.lax.cond(
+        x = (old_idx, factor.inv[i], factor.updates, jnp.asarray(False))
+        idx, inv, updates, safe = _in_place(
             eqxi.unvmap_all(incremental),
-            lambda: _neuron_updates(
-                G, old_idx, factor.inv[i], factor.updates, S_old, S, changes > 0
-            ),
-            lambda: (old_idx, factor.inv[i], factor.updates, jnp.asarray(False)),
+            lambda x: _neuron_updates(G, *x[:3], S_old, S, changes > 0),
+            x,
         )
-        return jax.lax.cond(
-            eqxi.unvmap_all(safe), lambda: (idx, inv, updates), lambda: (*_fresh(G, S, k), none)
+        return _in_place(
+            ~eqxi.unvmap_all(safe), lambda _: (*_fresh(G, S, k), none), (idx, inv, updates)
         )
 
     # slot by slot: the branch's is formed (or updated), the others are passed through as
@@ -323,9 +322,7 @@ def _sliding_factor(G, mode, previous=None) -> _SlidingFactor:
     updates = none
     for i, k in enumerate(slots):
         kept = (idx[i] if i < len(sizes) else every, inv[i], none)
-        ix, inv[i], up = jax.lax.cond(
-            branch == i + 1, lambda _, i=i, k=k: formed(i, k), lambda kept: kept, kept
-        )
+        ix, inv[i], up = _in_place(branch == i + 1, lambda _, i=i, k=k: formed(i, k), kept)
         if i < len(sizes):
             idx[i] = ix
         updates = jnp.where(branch == i + 1, up, updates)
@@ -342,11 +339,16 @@ def _refactor(frame, mode) -> _SlidingFactor:
     # (same sets in the whole batch: the same block size, `_branch`; `frame.factor` is that of
     # `frame.mode` in the batch's block size, which `_batch_block` keeps where members differ)
     same = ~eqxi.unvmap_any(jnp.any((mode == SLIDING) != (frame.mode == SLIDING)))
-    return jax.lax.cond(
-        same,
-        lambda: frame.factor,
-        lambda: _sliding_factor(frame.G, mode, (frame.factor, frame.mode == SLIDING)),
+    return _in_place(
+        ~same, lambda f: _sliding_factor(frame.G, mode, (f, frame.mode == SLIDING)), frame.factor
     )
+
+
+def _in_place(pred, f, x):
+    """f(x) where `pred` (not batched), else x: a cond as a loop of at most one round, which
+    XLA updates in place where a lax.cond copies the x it passes through (the factor's
+    slots: 47 MB at n = 256, copied several times per kink event)."""
+    return jax.lax.while_loop(lambda c: c[0], lambda c: (jnp.asarray(False), f(c[1])), (pred, x))[1]
 
 
 def _batch_block(factor, G, mode) -> _SlidingFactor:
