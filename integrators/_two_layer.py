@@ -58,7 +58,8 @@ block of 4, 16, 32, 64, 128 or 5n/8, or n up to n = 256; beyond, a set larger th
 compact block is solved at every evaluation), by blocks (`theory.numerics.spd_inverse`, mostly
 matrix products; a probe sends a singular block, duplicated inputs, to least squares), or
 updated by rank-one steps, neuron by neuron, where an event changes a few entries of a block of
-64 or more (`_neuron_updates`), and every evaluation applies them. The classification
+64 or more (`_neuron_updates`), in place (`_in_place`: a lax.cond copies what it passes
+through), and every evaluation applies them. The classification
 evaluates the weights the same way, and its inverses are the next segment's: a weight that it
 keeps inside [0, 1] by rounding and the next segment finds outside would be past its event,
 which would then never fire (a silent wrong flow: the loss 8% off on Gaussian inputs at n = 64
