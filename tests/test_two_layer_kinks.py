@@ -375,3 +375,21 @@ def test_a_duplicated_input_split_across_the_inverse_blocks_falls_back_to_least_
         direct, factored = weights(mode, Xd @ Xd.T)
         assert np.all(np.isfinite(np.asarray(direct)))
         np.testing.assert_allclose(factored, direct, rtol=1e-9, atol=1e-12)
+
+
+def test_in_place_is_a_cond():
+    # the factor's cond without the copy (`_in_place`): f(x) where pred, else x, also jitted
+    # and under vmap with a batched predicate
+    from integrators._two_layer_field import _in_place
+
+    x = (jnp.arange(3.0), jnp.ones((2, 2)))
+    f = lambda x: (x[0] + 1.0, 2.0 * x[1])  # noqa: E731
+    for pred in (True, False):
+        out = jax.jit(_in_place, static_argnums=1)(jnp.asarray(pred), f, x)
+        for a, b in zip(out, f(x) if pred else x, strict=True):
+            np.testing.assert_array_equal(a, b)
+    preds = jnp.asarray([True, False])
+    xs = jax.tree_util.tree_map(lambda a: jnp.stack([a, a]), x)
+    out = jax.vmap(lambda p, x: _in_place(p, f, x))(preds, xs)
+    np.testing.assert_array_equal(out[0][0], f(x)[0])
+    np.testing.assert_array_equal(out[0][1], x[0])
