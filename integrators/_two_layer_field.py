@@ -310,10 +310,9 @@ def _sliding_factor(G, mode, previous=None) -> _SlidingFactor:
             ~eqxi.unvmap_all(safe), lambda _: (*_fresh(G, S, k), none), (idx, inv, updates)
         )
 
-    # slot by slot: the branch's is formed (or updated), the others are passed through as
-    # they were (stale, never read: `branch` says which is valid). A lax.switch over the
-    # branches wrote every slot at every refactorization, the unused ones as zeros: 47 MB
-    # at n = 256, most of an event's time
+    # slot by slot, in place: the branch's is formed (or updated), the others kept as they
+    # were (stale, never read: `branch` says which is valid; a lax.switch over the branches
+    # wrote every slot at each refactorization, the unused ones as zeros)
     if previous is None:
         idx = [jnp.zeros((m, k), jnp.int32) for k in sizes]
         inv = [jnp.zeros((m, k, k), G.dtype) for k in slots]
@@ -345,9 +344,10 @@ def _refactor(frame, mode) -> _SlidingFactor:
 
 
 def _in_place(pred, f, x):
-    """f(x) where `pred` (not batched), else x: a cond as a loop of at most one round, which
-    XLA updates in place where a lax.cond copies the x it passes through (the factor's
-    slots: 47 MB at n = 256, copied several times per kink event)."""
+    """f(x) where `pred`, else x: a cond as a loop of at most one round, whose x XLA updates
+    in place where a lax.cond copies the x it passes through (the factor's slots, 47 MB at
+    n = 256, were copied several times per kink event: half of an event's time). Under vmap
+    a batched `pred` runs f for the whole batch and selects, as lax.cond does."""
     return jax.lax.while_loop(lambda c: c[0], lambda c: (jnp.asarray(False), f(c[1])), (pred, x))[1]
 
 
