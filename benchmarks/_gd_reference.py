@@ -65,3 +65,13 @@ class Reference:
     def error(self, curve) -> float:
         curve = np.asarray(curve)
         return float(np.max(np.abs(curve[self._big] / self.loss[self._big] - 1.0)))
+
+    def worst(self, curve) -> tuple[float, float]:
+        """Where `error(curve)` is reached: the rescaled time, and the shift in time of the
+        reference that would make that gap there (the gap over |d log L / dt|): a shift far
+        below the save spacing on a steep drop is a jump timed slightly apart."""
+        curve = np.asarray(curve)
+        gap = np.where(self._big, np.abs(curve / self.loss - 1.0), -np.inf)
+        i = int(np.argmax(gap))
+        slope = np.gradient(np.log(np.maximum(self.loss, 1e-300)), self.ts)[i]
+        return float(self.ts[i]), float(gap[i] / max(abs(slope), 1e-300))

@@ -37,6 +37,7 @@ BENCHMARKS = {
     "beyond_orthogonal_n256_gaussian": "Gaussian inputs (d = n and 4n) at n = 256",
     "correlated_vs_gd_n64": "Correlated inputs at n = 64 against gradient descent",
     "correlated_vs_gd_n256": "Correlated inputs at n = 256 against gradient descent",
+    "correlated_vs_gd_n256_c1e-6": "Nearly orthogonal inputs (c = 1e-6) at n = 256 against GD",
     "diagonal_networks": "Diagonal linear networks: the jump process against the exact flow",
     "teacher_student": "Gaussian teacher-student: population flow, plateaus and saddles",
     "saddles": "Critical points of any model: polishing and Morse indices",
@@ -68,6 +69,7 @@ COMMANDS = {
     ),
     "correlated_vs_gd_n64": "correlated_vs_gd --n 64 --seeds 2",
     "correlated_vs_gd_n256": "correlated_vs_gd --n 256 --seeds 1 --setting 0.1 10",
+    "correlated_vs_gd_n256_c1e-6": "correlated_vs_gd --n 256 --seeds 1 --setting 1e-6 10",
 }
 # pages drawn from several benchmarks' data: path under docs/ -> (renderer, the data it reads,
 # None for each not run)

@@ -262,7 +262,9 @@ def test_correlated_vs_gd(tmp_path):
     (row,) = results["rows"]
     assert row["ok"] == [True] and row["kink_events"][0] > 0
     assert row["error"][0] < 1e-3 + 2 * row["uncertainty"][0]
-    assert "flow vs GD" in stdout
+    # where the largest gap is, and the shift in time that would make it
+    assert 0 < row["error_time"][0] and 0 <= row["error_shift"][0] < 1e-2
+    assert "flow vs GD" in stdout and "largest gap" in stdout
 
 
 def test_saddles(tmp_path):
