@@ -80,9 +80,13 @@ def diagonal_reference(X, y, alpha, ts):
         )
         return np.concatenate([-2 * tau * jp, 2 * tau * jp])
 
-    sol = solve_ivp(
-        field, (0, ts[-1]), np.zeros(2 * d), "Radau", ts, rtol=1e-12, atol=1e-12, jac=jac
-    )
+    # Radau's rejected trial steps may overflow exp (it shrinks the step); a failed solve raises
+    with np.errstate(over="ignore", invalid="ignore"):
+        sol = solve_ivp(
+            field, (0, ts[-1]), np.zeros(2 * d), "Radau", ts, rtol=1e-12, atol=1e-12, jac=jac
+        )
+    if not sol.success:
+        raise RuntimeError(f"diagonal_reference: Radau failed: {sol.message}")
     return np.array([0.5 * np.mean((X @ beta(z) - y) ** 2) for z in sol.y.T])
 
 
