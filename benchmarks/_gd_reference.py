@@ -62,16 +62,18 @@ class Reference:
         self._big = self.loss > 1e-3 * self.loss[0]
         self.uncertainty = self.error(2 * l1 - l2)
 
+    def _gaps(self, curve) -> np.ndarray:
+        """|curve / loss - 1| where the loss is above 1e-3 of its start."""
+        return np.abs(np.asarray(curve)[self._big] / self.loss[self._big] - 1.0)
+
     def error(self, curve) -> float:
-        curve = np.asarray(curve)
-        return float(np.max(np.abs(curve[self._big] / self.loss[self._big] - 1.0)))
+        return float(np.max(self._gaps(curve)))
 
     def worst(self, curve) -> tuple[float, float]:
         """Where `error(curve)` is reached: the rescaled time, and the shift in time of the
         reference that would make that gap there (the gap over |d log L / dt|): a shift far
         below the save spacing on a steep drop is a jump timed slightly apart."""
-        curve = np.asarray(curve)
-        gap = np.where(self._big, np.abs(curve / self.loss - 1.0), -np.inf)
-        i = int(np.argmax(gap))
+        gaps = self._gaps(curve)
+        i = int(np.flatnonzero(self._big)[np.argmax(gaps)])
         slope = np.gradient(np.log(np.maximum(self.loss, 1e-300)), self.ts)[i]
-        return float(self.ts[i]), float(gap[i] / max(abs(slope), 1e-300))
+        return float(self.ts[i]), float(np.max(gaps) / max(abs(slope), 1e-300))
