@@ -45,7 +45,11 @@ Entries of one neuron that reach the kink together interact through G: after the
 classification the pattern is made consistent (a candidate the joint pattern moves against
 its side goes onto the kink), and a sliding entry whose weight leaves [0, 1] is released one
 per neuron at a time, the worst first (`_classify`). Where the sliding system is singular
-(duplicated inputs), a least-squares weight is used. An entry that moves slower than `atol`
+(duplicated inputs), a least-squares weight is used. Entries within 1e-4 rtol of their kink
+(in units of the neuron's size) that move towards it are classified at the same event: each
+crosses early by its distance over its speed, and the flow's clock runs ahead by as much (at a
+fixed 1e-9, the n = 256, c = 1e-6 flow ran 5e-6 of rescaled time ahead of gradient descent
+extrapolated to step 0, whatever rtol). An entry that moves slower than `atol`
 per unit time restarts `atol` off the kink rather than a hair (1e-13) off it: near a fitted
 interpolator the residual is ~1e-9, and a hair's breadth was recrossed at once, a Zeno loop
 of events at a fixed time. So was an event located on the near side of its crossing: the

@@ -14,7 +14,10 @@ from theory import rescaled
 from theory.numerics import lu_solve, spd_inverse
 
 INACTIVE, ACTIVE, SLIDING = 0, 1, 2
-_KINK_TOL = 1e-9  # pre-activations (in units of the neuron's size) treated as on the kink
+# at an event, entries this close to their kink (times rtol, in units of the neuron's size)
+# that move towards it are classified with it; each crosses early by its distance over its
+# speed (`two_layer_flow`'s docstring: fixed at 1e-9, the flow's clock ran 5e-6 ahead)
+_KINK_TOL = 1e-4
 _NUDGE = 1e-13  # where a classified entry restarts, on its side of the kink
 _RELEASE_ROUNDS = 6  # consistency and release rounds after a kink event
 _COMPACT = (4, 16, 32, 64, 128)  # sizes of the small systems the sliding sets are gathered into

@@ -132,7 +132,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> dict:
         # within a hair of the kink that move towards it (not those moving away from it)
         vel = -tau * g_z  # `_velocity`
         towards = ((mode == ACTIVE) & (vel < 0)) | ((mode == INACTIVE) & (vel > 0))
-        near = (dist <= _KINK_TOL) & (towards | (mode == SLIDING))
+        near = (dist <= _KINK_TOL * rtol) & (towards | (mode == SLIDING))
         candidates = jnp.where(initial, state[1][:, 1:] == 0, first | near | (dist < 0))
         state, mode, entered, factor = _classify(state, frame, candidates)
         return state, mode, entered.astype(jnp.int32), factor

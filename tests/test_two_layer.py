@@ -109,3 +109,24 @@ def test_jit_and_vmap_over_models():
     )
     np.testing.assert_allclose(batch.loss[1], one.loss, rtol=1e-6, atol=1e-14)
     assert float(batch.loss[1, -1]) < 1e-3 * float(batch.loss[1, 0])
+
+
+@pytest.mark.slow
+def test_classifying_near_entries_with_an_event_does_not_move_the_flow(monkeypatch):
+    # entries near their kink at an event are classified with it, each crossing early by its
+    # distance over its speed; at a fixed 1e-9 (rtol 1e-8) this test fails, and that ran the
+    # n = 256, c = 1e-6 flow 5e-6 of rescaled time ahead of gradient descent
+    import integrators._two_layer_solve as S
+
+    n, tau = 64, jnp.log(1e10)
+    X = _correlated(n, 1e-6)
+    y = jax.random.normal(jax.random.PRNGKey(2), (n,), jnp.float64)
+    model = balanced_init(47, n + 1, 1e-10, key=jax.random.PRNGKey(3), dtype=jnp.float64)
+    ts = jnp.linspace(0.0, 40.0, 81)
+    sol = two_layer_flow(X, y, model, ts, time_scale=tau)
+    monkeypatch.setattr(S, "_KINK_TOL", 0.0)  # (another max_steps: a fresh compilation)
+    alone = two_layer_flow(X, y, model, ts, time_scale=tau, max_steps=100_001)
+    assert sol.ok and alone.ok and int(sol.stats["num_kink_events"]) > 1000
+    big = np.asarray(alone.loss) > 1e-3 * float(alone.loss[0])
+    gap = np.max(np.abs(np.asarray(sol.loss)[big] / np.asarray(alone.loss)[big] - 1.0))
+    assert gap < 1e-7
