@@ -74,6 +74,7 @@ class Reference:
         reference that would make that gap there (the gap over |d log L / dt|): a shift far
         below the save spacing on a steep drop is a jump timed slightly apart."""
         gaps = self._gaps(curve)
-        i = int(np.flatnonzero(self._big)[np.argmax(gaps)])
+        k = int(np.argmax(gaps))
+        i = int(np.flatnonzero(self._big)[k])
         slope = np.gradient(np.log(np.maximum(self.loss, 1e-300)), self.ts)[i]
-        return float(self.ts[i]), float(np.max(gaps) / max(abs(slope), 1e-300))
+        return float(self.ts[i]), float(gaps[k] / max(abs(slope), 1e-300))
