@@ -5,6 +5,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -181,14 +182,32 @@ def fit_slope(x, y) -> float:
     return float(np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)[0])
 
 
+def code_version() -> str | None:
+    """The engine's git commit (short hash, `+modified` when the checkout has uncommitted
+    changes to tracked files), or None outside a git checkout."""
+    here = Path(__file__).resolve().parents[1]
+
+    def git(*args):
+        run = subprocess.run(["git", "-C", str(here), *args], capture_output=True, text=True)
+        return run.stdout.strip() if run.returncode == 0 else None
+
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except OSError:  # no git on this machine
+        return None
+    return None if commit is None else commit + ("+modified" if dirty else "")
+
+
 def environment() -> dict:
-    """What ran: Python, JAX, backend and devices."""
+    """What ran: Python, JAX, backend, devices and the engine's commit (`code_version`)."""
     return {
         "python": platform.python_version(),
         "jax": jax.__version__,
         "backend": jax.default_backend(),
         "devices": [str(d) for d in jax.devices()],
         "cpu_count": os.cpu_count(),
+        "commit": code_version(),
     }
 
 

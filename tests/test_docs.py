@@ -90,3 +90,21 @@ def test_site_builds_strictly(tmp_path):
         if name.startswith("_") or inspect.ismodule(obj):
             continue
         assert f'id="theory.{name}"' in api, name
+
+
+def test_code_version_is_the_checkouts_commit(tmp_path, monkeypatch):
+    from benchmarks import _common
+
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    version = _common.code_version()
+    if head.returncode:  # not a checkout git can read
+        assert version is None
+    else:
+        assert version.split("+")[0] == head.stdout.strip()
+        assert version.endswith("+modified") or "+" not in version
+    # outside a git checkout (an unpacked release) it is None, not an error
+    here = tmp_path / "benchmarks" / "_common.py"
+    here.parent.mkdir()
+    here.write_text("")
+    monkeypatch.setattr(_common, "__file__", str(here))
+    assert _common.code_version() is None

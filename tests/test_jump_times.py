@@ -1,6 +1,8 @@
 import numpy as np
 from bench import run_quick
 
+from benchmarks._common import code_version
+
 
 def _quick(out):
     stdout, results = run_quick("jump_times", out)
@@ -14,6 +16,7 @@ def test_quick_run_end_to_end_and_resume(tmp_path):
     assert (out / "staircase.png").stat().st_size > 10_000
     keys = {"benchmark", "config", "environment", "wall_seconds", "summary", "runs", "sweep"}
     assert keys <= results.keys()
+    assert results["environment"]["commit"] == code_version()  # which engine measured it
     assert results["config"]["base_seed"] == 0
     assert results["failed_solves"] == [0, 0] and results["failed_chunks"] == [[], []]
     summary = results["summary"]
