@@ -130,3 +130,46 @@ def test_classifying_near_entries_with_an_event_does_not_move_the_flow(monkeypat
     big = np.asarray(alone.loss) > 1e-3 * float(alone.loss[0])
     gap = np.max(np.abs(np.asarray(sol.loss)[big] / np.asarray(alone.loss)[big] - 1.0))
     assert gap < 1e-7
+
+
+def _numpy_gd_losses(X, y, a, W, tau, T, eta, every):
+    """The loss of plain gradient descent (relu'(0) = 0) at steps 0, every, 2 every, ... up
+    to T / eta: written without the engine, as a reference."""
+    n, losses = len(y), []
+    for k in range(int(round(T / eta)) + 1):
+        Z = X @ W.T
+        r = np.maximum(Z, 0) @ a - y
+        if k % every == 0:
+            losses.append(0.5 * np.mean(r * r))
+        ga, gW = np.maximum(Z, 0).T @ r / n, ((Z > 0) * a * r[:, None]).T @ X / n
+        a, W = a - eta * tau * ga, W - eta * tau * gW
+    return np.array(losses)
+
+
+@pytest.mark.slow
+def test_a_case_it_was_not_built_for_is_gradient_descents_limit():
+    # rank-deficient inputs (rows in a 4-dimensional subspace of R^8) of norms 0.2 to 5, three
+    # duplicated rows and one duplicated with the opposite label (the loss cannot reach 0),
+    # an unbalanced start of mixed signs: against numpy GD at three steps, extrapolated to
+    # step 0 (second order; GD's error is first order in its step here)
+    rng = np.random.default_rng(7)
+    Z = rng.normal(size=(18, 4)) @ np.linalg.qr(rng.normal(size=(8, 4)))[0].T
+    X = np.concatenate([Z * rng.uniform(0.2, 5.0, (18, 1)), Z[:4]])
+    y = rng.choice([-1.0, 1.0], size=22) * rng.uniform(0.5, 2.0, 22)
+    y[18:21], y[21] = y[:3], -y[3]
+    X[:4] = Z[:4]
+    alpha, T = 1e-6, 3.0
+    a, W = alpha * rng.normal(size=12), 0.3 * alpha * rng.normal(size=(12, 8))
+    ts = np.linspace(0.0, T, 16)
+    sol = two_layer_flow(jnp.array(X), jnp.array(y), TwoLayerReLU(a, W), jnp.array(ts),
+                         time_scale=np.log(1 / alpha))  # fmt: skip
+    assert sol.ok and int(sol.stats["num_sliding_entries"]) > 0
+    steps = (4e-5, 2e-5, 1e-5)
+    g = [_numpy_gd_losses(X, y, a, W, np.log(1 / alpha), T, e, int(0.2 / e)) for e in steps]
+    reference, first_order = (8 * g[2] - 6 * g[1] + g[0]) / 3, 2 * g[2] - g[1]
+    flow = np.asarray(sol.loss)
+    assert (
+        flow[-1] < 0.7 * flow[0]
+    )  # it learned (0.61 of the start; flow and reference 1.5e-6 apart)
+    assert np.max(np.abs(flow / reference - 1)) < 1e-5
+    assert np.max(np.abs(first_order / reference - 1)) < 1e-5  # the reference can tell
