@@ -11,12 +11,9 @@ from theory import RESULTS, name_nonfinite
 from theory.numerics import default_controller, diffeqsolve
 
 from ._illinois import _TimeIllinois
+from ._sliding_factor import ACTIVE, INACTIVE, SLIDING, _batch_block, _sliding_factor
 from ._two_layer_field import (
     _KINK_TOL,
-    ACTIVE,
-    INACTIVE,
-    SLIDING,
-    _batch_block,
     _classify,
     _distance,
     _distance_of,
@@ -25,7 +22,6 @@ from ._two_layer_field import (
     _Frame,
     _initial,
     _residual,
-    _sliding_factor,
     _to_model,
     _vector_field,
 )

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from dynamics import correlated_data
+from integrators import _sliding_factor as SF
 
 
 def _correlated(n, c, seed=0):
@@ -151,7 +152,7 @@ def test_sliding_weights_from_the_per_event_inverses_are_the_direct_solves():
     @jax.jit
     def weights(mode, G=G, r=r):  # one compilation: the branch is taken at run time
         frame = _frame(G, mode)
-        factored = eqx.tree_at(lambda f: f.factor, frame, F._sliding_factor(G, mode),
+        factored = eqx.tree_at(lambda f: f.factor, frame, SF._sliding_factor(G, mode),
                                is_leaf=lambda x: x is None)  # fmt: skip
         return F._sliding_weights(r, frame), F._sliding_weights(r, factored)
 
@@ -185,15 +186,15 @@ def test_sets_of_about_half_the_samples_get_a_block_of_five_eighths():
     # 5n/8 block holds it where the n x n one costs 2.6 times as much per evaluation
     from integrators import _two_layer_field as F
 
-    assert F._sizes(256) == [4, 16, 32, 64, 128, 160]
-    assert F._sizes(64) == [4, 16, 32, 48] and F._sizes(16) == [4]
+    assert SF._sizes(256) == [4, 16, 32, 64, 128, 160]
+    assert SF._sizes(64) == [4, 16, 32, 48] and SF._sizes(16) == [4]
     n, m = 64, 3
     X = _correlated(n, 0.1)
     G, r = X @ X.T, jnp.asarray(np.random.default_rng(1).normal(size=n))
     mode = np.full((m, n), F.ACTIVE)
     mode[0, :40], mode[1, 5:9], mode[2, ::2] = F.SLIDING, F.SLIDING, F.INACTIVE
-    factor = F._sliding_factor(G, jnp.asarray(mode))
-    assert int(factor.branch) == 1 + F._sizes(n).index(48)
+    factor = SF._sliding_factor(G, jnp.asarray(mode))
+    assert int(factor.branch) == 1 + SF._sizes(n).index(48)
     sigma = np.asarray(F._sliding_weights(r, _frame(G, jnp.asarray(mode), factor)))
     for j in range(2):
         S, expected = _direct(G, r, mode[j])
@@ -208,7 +209,7 @@ def test_rank_one_updates_of_the_sliding_inverses_are_the_direct_solves(monkeypa
     # n = 12, so that both the compact slot and the n x n one are updated)
     from integrators import _two_layer_field as F
 
-    monkeypatch.setattr(F, "_UPDATE_FROM", 4)
+    monkeypatch.setattr(SF, "_UPDATE_FROM", 4)
     n, m = 12, 4
     rng = np.random.default_rng(0)
     X = rng.normal(size=(n, n)) / np.sqrt(n)  # Gaussian: condition ~1e3
@@ -216,8 +217,8 @@ def test_rank_one_updates_of_the_sliding_inverses_are_the_direct_solves(monkeypa
     mode = np.where(rng.random((m, n)) < 0.5, F.ACTIVE, F.INACTIVE)
     mode[:, :2] = F.SLIDING
 
-    refactor, weights = jax.jit(F._refactor), jax.jit(F._sliding_weights)
-    now = _frame(G, jnp.asarray(mode), F._sliding_factor(G, jnp.asarray(mode)))
+    refactor, weights = jax.jit(SF._refactor), jax.jit(F._sliding_weights)
+    now = _frame(G, jnp.asarray(mode), SF._sliding_factor(G, jnp.asarray(mode)))
     updated = 0
     for _ in range(60):
         new = np.asarray(now.mode).copy()
@@ -239,9 +240,9 @@ def test_rank_one_updates_of_the_sliding_inverses_are_the_direct_solves(monkeypa
     G = jnp.asarray(Xd @ Xd.T)
     mode = jnp.full((m, n), F.INACTIVE).at[:, -3:].set(F.ACTIVE).at[0, :3].set(F.SLIDING)
     new = mode.at[0, 5].set(F.SLIDING)
-    factor = F._refactor(_frame(G, mode, F._sliding_factor(G, mode)), new)
+    factor = SF._refactor(_frame(G, mode, SF._sliding_factor(G, mode)), new)
     assert int(jnp.max(factor.updates)) == 0
-    fresh = _frame(G, new, F._sliding_factor(G, new))
+    fresh = _frame(G, new, SF._sliding_factor(G, new))
     np.testing.assert_array_equal(
         F._sliding_weights(r, _frame(G, new, factor)), F._sliding_weights(r, fresh)
     )
@@ -262,13 +263,13 @@ def test_a_member_without_an_event_reads_the_batch_block_under_vmap():
     new = jnp.asarray([[[S, S, A, A, A, A]], [[S, S, S, S, S, A]]])
 
     def step(event, mode_old, mode_new, factor_old):
-        factor = jax.lax.cond(event, lambda: F._sliding_factor(G, mode_new), lambda: factor_old)
+        factor = jax.lax.cond(event, lambda: SF._sliding_factor(G, mode_new), lambda: factor_old)
         mode = jnp.where(event, mode_new, mode_old)
-        factor = F._batch_block(factor, G, mode)
+        factor = SF._batch_block(factor, G, mode)
         weights = F._sliding_weights(r, _frame(G, mode, factor))
         return weights, F._sliding_weights(r, _frame(G, mode))
 
-    factors = jax.vmap(lambda mode: F._sliding_factor(G, mode))(old)
+    factors = jax.vmap(lambda mode: SF._sliding_factor(G, mode))(old)
     factored, direct = jax.vmap(step)(jnp.asarray([False, True]), old, new, factors)
     assert np.all(np.asarray(direct)[:, 0, :2] != 0.0)
     np.testing.assert_allclose(factored, direct, rtol=1e-9, atol=1e-12)
@@ -305,8 +306,8 @@ def test_sliding_sets_beyond_the_largest_factored_block_are_solved_directly(monk
     # block is solved at each evaluation (here with the blocks cut to 4 x 4 at n = 6)
     from integrators import _two_layer_field as F
 
-    monkeypatch.setattr(F, "_COMPACT", (4,))
-    monkeypatch.setattr(F, "_FULL", 4)
+    monkeypatch.setattr(SF, "_COMPACT", (4,))
+    monkeypatch.setattr(SF, "_FULL", 4)
     n, m = 6, 2
     X = _correlated(n, 0.3)
     G = jnp.asarray(X @ X.T)
@@ -314,7 +315,7 @@ def test_sliding_sets_beyond_the_largest_factored_block_are_solved_directly(monk
     mode = jnp.asarray(
         [[F.ACTIVE] + [F.SLIDING] * 5, [F.ACTIVE, F.ACTIVE] + [F.SLIDING] * 2 + [F.INACTIVE] * 2]
     )
-    factor = F._sliding_factor(G, mode)
+    factor = SF._sliding_factor(G, mode)
     assert [a.shape for a in factor.inv] == [(m, 4, 4)]  # no (m, n, n) slot
     frame = _frame(G, mode, factor)
     sigma = np.asarray(F._sliding_weights(r, frame))
@@ -365,7 +366,7 @@ def test_a_duplicated_input_split_across_the_inverse_blocks_falls_back_to_least_
     @jax.jit
     def weights(mode, G):
         frame = _frame(G, mode)
-        factored = eqx.tree_at(lambda f: f.factor, frame, F._sliding_factor(G, mode),
+        factored = eqx.tree_at(lambda f: f.factor, frame, SF._sliding_factor(G, mode),
                                is_leaf=lambda x: x is None)  # fmt: skip
         return F._sliding_weights(r, frame), F._sliding_weights(r, factored)
 
@@ -380,7 +381,7 @@ def test_a_duplicated_input_split_across_the_inverse_blocks_falls_back_to_least_
 def test_in_place_is_a_cond():
     # the factor's cond without the copy (`_in_place`): f(x) where pred, else x, also jitted
     # and under vmap with a batched predicate
-    from integrators._two_layer_field import _in_place
+    from integrators._sliding_factor import _in_place
 
     x = (jnp.arange(3.0), jnp.ones((2, 2)))
     f = lambda x: (x[0] + 1.0, 2.0 * x[1])  # noqa: E731
