@@ -129,8 +129,8 @@ def table(results: dict) -> str:
             f"(reference +- {r['reference_uncertainty']:.0e}) | "
             f"{r['gd_eta_for_1e-3']:.1e}, {r['gd_wall_seconds_for_1e-3']:.1f} | "
             f"{r['gd_eta_for_flow_accuracy']:.1e}, {r['gd_wall_seconds_for_flow_accuracy']:.0f} | "
-            f"{r['flow_over_gd_at_1e-3']:.2f} at 1e-3, "
-            f"{r['flow_over_gd_at_flow_accuracy']:.2f} at the flow's |"
+            f"{r['flow_over_gd_at_1e-3']:.2g} at 1e-3, "
+            f"{r['flow_over_gd_at_flow_accuracy']:.2g} at the flow's |"
         )
     return "\n".join(lines)
 
