@@ -19,6 +19,12 @@ def _setting(r) -> tuple:
     return r["inputs"], float(value), -float(r["alpha"])  # (sorted: the larger alpha first)
 
 
+def _seconds(r) -> str:
+    """The setting's wall time over its seeds; - where not recorded (null in the data)."""
+    wall = r["wall_seconds"]
+    return "-" if wall is None or wall != wall else f"{wall / r['seeds']:,.0f}"
+
+
 def _label(setting) -> str:
     inputs, value, _ = setting
     if inputs == "correlated":
@@ -59,7 +65,7 @@ def render_data(*runs: dict | None) -> str:
                 f" | {r['first_jump_ratio_finite_alpha_median']:.3f}"
                 f" | {r['cost_ratio_median']:.3f} | {r['median_kink_events']:,.0f}"
                 f" | {r['median_sliding_entries']:,.0f} | {r['median_solver_steps']:,.0f}"
-                f" | {r['wall_seconds'] / r['seeds']:,.0f} ({devices}) |"
+                f" | {_seconds(r)} ({devices}) |"
             )
     missing = [name for name, run in zip(INPUTS, runs, strict=True) if run is None]
     lines += [
@@ -71,7 +77,8 @@ def render_data(*runs: dict | None) -> str:
         " over Algorithm 1's; s per solve: the setting's wall time over its seeds, compilation"
         " included (the first setting of a run compiles), with that many solved at once on"
         " the run's machine and with the code of the day it was run (each run's page gives"
-        " its environment).",
+        " its environment; -: not recorded, a run resumed from chunks written before they"
+        " recorded their time).",
     ]
     if missing:
         lines += ["", "Not run yet: " + ", ".join(f"`{name}`" for name in missing) + "."]

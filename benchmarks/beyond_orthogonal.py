@@ -237,8 +237,15 @@ def run_benchmark(
     return out_rows
 
 
-def _count(x: float) -> str:
-    return "-" if x is None or np.isnan(x) else f"{x:.0f}"
+def _per_solve(row: dict) -> float | None:
+    """The setting's wall time over its seeds; None where it is not known (a resumed sweep's
+    chunks written before they recorded their time: `SweepSolution.point_seconds`)."""
+    wall = row["wall_seconds"]
+    return None if wall is None or np.isnan(wall) else wall / row["seeds"]
+
+
+def _count(x: float, digits: int = 0) -> str:
+    return "-" if x is None or np.isnan(x) else f"{x:.{digits}f}"
 
 
 def table(results: dict) -> str:
@@ -257,14 +264,15 @@ def table(results: dict) -> str:
             f" {r['first_jump_ratio_finite_alpha_median']:>7.4f} {r['cost_ratio_median']:>7.4f}"
             f" {_count(r['morse_index_first_plateau']):>6} {r['median_kink_events']:>6.0f}"
             f" {r['median_sliding_entries']:>6.0f} {r['median_solver_steps']:>6.0f}"
-            f" {r['wall_seconds'] / r['seeds']:>7.1f}"
+            f" {_count(_per_solve(r), 1):>7}"
         )
     lines.append(
         "1st jump: measured / Algorithm 1 (Loewdin problem), limit and finite alpha; cost: final"
         " 1/2||theta||^2 / Algorithm 1's; morse1: Morse index of the first plateau (-: not"
         f" computed, over {MORSE_MAX_PARAMS} parameters); s/solve: the setting's wall time over"
         f" its seeds (solved {results.get('sweep', {}).get('devices', 2)} at a time, compilation"
-        " included)"
+        " included; -: not recorded, a run resumed from chunks written before they recorded"
+        " their time)"
     )
     if results.get("solvers"):
         lines.append("")

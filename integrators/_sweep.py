@@ -66,6 +66,7 @@ from ._sweep_programs import (
     pick_batch_size,
 )
 from ._sweep_store import (
+    _SECONDS,
     _agree_on_loading,
     _atomic_savez,
     _chunk_path,
@@ -110,8 +111,11 @@ class SweepSolution(NamedTuple):
     - `failed`: per point, a list of `{"seeds": [lo, hi], "error": str}` for chunks that raised.
     - `computed_chunks`, `loaded_chunks`: chunks computed now / loaded from `out`.
     - `batch_size`, `chunk_size`, `devices`: what ran (`batch_size` is 0 when nothing had to
-      be computed and the manifest does not say); `wall_seconds`: the sweep's time,
-      `point_seconds`: per point (compilation included where it happened).
+      be computed and the manifest does not say); `wall_seconds`: this call's time;
+      `point_seconds`: per point, what computing its chunks took (compilation included
+      where it happened), each loaded chunk's as recorded when it was computed, so a
+      resumed sweep reports what its points cost; NaN where a loaded chunk has no record
+      (written before chunk files recorded it).
     - `missing`: per point, the `[lo, hi]` seed ranges with no chunk on disk (only from
       `load_sweep` of a partial sweep; their seeds are NaN / -1 / False).
 
@@ -279,9 +283,8 @@ def sweep(
     for index, (point, (prog, dyn, inst_one, expected)) in enumerate(
         zip(points, layouts, strict=True)
     ):
-        point_start = time.perf_counter()
         result = {k: _fill((total, *s), d) for k, (s, d) in expected.items()}
-        point_failed = []
+        point_failed, cost = [], 0.0
         for lo, hi, stamps in _chunks(fingerprint, index, point, counts, chunk_size):
             if lo >= seeds:
                 break
@@ -289,26 +292,31 @@ def sweep(
             data = None if path is None else _load_chunk(path, stamps, expected)
             data = _agree_on_loading(data, path)
             if data is None:
+                start = time.perf_counter()
                 try:
                     if prog.run is None:
                         prog.prepare(inst_one, dyn)
                     padded = -(-(hi - lo) // n_dev) * n_dev
                     data = _compute_chunk(prog, key0, lo, padded, hi - lo, dyn)
                 except Exception as err:  # noqa: BLE001 - recorded, reported, retried later
+                    cost += time.perf_counter() - start
                     error = _error_message(err)
                     point_failed.append({"seeds": [lo, hi], "error": error})
                     if path is not None and writer:
                         _write_json(path.with_suffix(".failed.json"), point_failed[-1])
                     progress_bar.update(True)
                     continue
+                data[_SECONDS] = time.perf_counter() - start
                 if path is not None and writer:
-                    _atomic_savez(path, {**data, **{k: np.array(v) for k, v in stamps.items()}})
+                    record = {**stamps, _SECONDS: data[_SECONDS]}
+                    _atomic_savez(path, {**data, **{k: np.array(v) for k, v in record.items()}})
                     _drop_failure_records(out, index, lo, hi)
                 computed += 1
                 progress_bar.update(True)
             else:
                 loaded += 1
                 progress_bar.update(False)
+            cost += data[_SECONDS]
             for k in expected:
                 result[k][lo:hi] = data[k]
         if point_failed and progress:
@@ -318,7 +326,7 @@ def sweep(
             )
         outputs.append({k: v[:seeds] for k, v in result.items()})
         failed.append(point_failed)
-        point_seconds.append(time.perf_counter() - point_start)
+        point_seconds.append(cost)
     ran = [lay[0].batch_size for lay in layouts if lay[0].run is not None]
     if out is not None and writer and ran and manifest.get("batch_size") != ran[0]:
         _record_batch_size(out, manifest, ran[0])
@@ -361,7 +369,7 @@ def load_sweep(out: str | Path) -> SweepSolution:
     seeds = counts[-1]
     outputs, missing, point_seconds, loaded = [], [], [], 0
     for index, (point, layout) in enumerate(zip(points, manifest["outputs"], strict=True)):
-        start = time.perf_counter()
+        cost = 0.0
         expected = {k: (tuple(s), np.dtype(d)) for k, (s, d) in layout.items()}
         result = {k: _fill((seeds, *s), d) for k, (s, d) in expected.items()}
         absent = []
@@ -371,11 +379,12 @@ def load_sweep(out: str | Path) -> SweepSolution:
                 absent.append([lo, hi])
                 continue
             loaded += 1
+            cost += data[_SECONDS]
             for k in expected:
                 result[k][lo:hi] = data[k]
         outputs.append(result)
         missing.append(absent)
-        point_seconds.append(time.perf_counter() - start)
+        point_seconds.append(cost)
     failed = _read_failure_records(out, len(points))
     return SweepSolution(
         points=points,

@@ -42,9 +42,14 @@ def _atomic_savez(path: Path, arrays: dict):
     os.replace(tmp, path)
 
 
+# what a chunk file records besides its stamps: the seconds its computation took
+# (compilation included where it happened); NaN on loading a file written before it did
+_SECONDS = "__seconds__"
+
+
 def _load_chunk(path: Path, stamps: dict, expected: dict):
-    """The chunk's arrays, or None when missing, partial, corrupt, or stamped for another
-    sweep, grid point or seed range."""
+    """The chunk's arrays and its `_SECONDS`, or None when missing, partial, corrupt, or
+    stamped for another sweep, grid point or seed range."""
     if not path.exists():
         return None
     try:
@@ -57,7 +62,8 @@ def _load_chunk(path: Path, stamps: dict, expected: dict):
         for name, (shape, dtype) in expected.items():
             if data[name].shape != (hi - lo, *shape) or data[name].dtype != dtype:
                 return None
-        return {name: data[name] for name in expected}
+        seconds = float(data[_SECONDS]) if _SECONDS in data else float("nan")
+        return {**{name: data[name] for name in expected}, _SECONDS: seconds}
     except Exception:  # noqa: BLE001 - any unreadable file is recomputed, never merged
         return None
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from bench import xla_flags
 
-from integrators import SweepConfigError, pick_batch_size, sweep
+from integrators import SweepConfigError, load_sweep, pick_batch_size, sweep
 
 JOB = str(Path(__file__).with_name("sweep_job.py"))
 ROOT = str(Path(__file__).resolve().parents[1])
@@ -31,9 +31,10 @@ def _job(out, result, *extra, devices=1, wait=True):
 
 
 def _same(path_a, path_b):
+    """Two chunk files hold the same results (their recorded seconds aside)."""
     a, b = np.load(path_a), np.load(path_b)
     assert sorted(a.files) == sorted(b.files)
-    for k in a.files:
+    for k in set(a.files) - {"__seconds__"}:
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
 
 
@@ -298,6 +299,23 @@ def test_a_sweep_on_disk_loads_without_compiling(tmp_path):
         jax.monitoring.unregister_event_duration_listener(listener)
     assert again.loaded_chunks == 2 and again.computed_chunks == 0
     assert compiles == []
+
+
+def test_a_resumed_sweep_reports_what_its_points_cost(tmp_path):
+    # point_seconds: each chunk's seconds as recorded when it was computed, not the time
+    # it took to load (a resumed benchmark's table showed 2 s for a point of 90 minutes)
+    first = sweep(_scaled, seeds=4, grid=[{"scale": 1.0}], out=tmp_path, chunk_size=2,
+                  progress=False)  # fmt: skip
+    again = sweep(_scaled, seeds=4, grid=[{"scale": 1.0}], out=tmp_path, progress=False)
+    assert again.loaded_chunks == 2 and first.point_seconds[0] > 0
+    assert again.point_seconds == pytest.approx(first.point_seconds, rel=1e-12)
+    assert load_sweep(tmp_path).point_seconds == pytest.approx(first.point_seconds, rel=1e-12)
+    # a chunk written before chunk files recorded their time: the cost is unknown
+    chunk = sorted(tmp_path.glob("chunks/*.npz"))[0]
+    with np.load(chunk) as z:
+        arrays = {k: z[k] for k in z.files if k != "__seconds__"}
+    np.savez(chunk, **arrays)
+    assert np.isnan(load_sweep(tmp_path).point_seconds[0])
 
 
 def test_more_seeds_compute_only_the_new_ones_and_fewer_read_the_first(tmp_path):
