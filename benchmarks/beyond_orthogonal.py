@@ -287,7 +287,14 @@ def table(results: dict) -> str:
                 f"{s['case']:>22} {s['log10_inv_alpha']:>3} {s['flow']:>20} {s['ok']!s:>5}"
                 f" {s['steps']:>7} {s['wall_seconds']:>7.2f} {err:>9}"
             )
-    lines.append(f"total wall time {results['wall_seconds']:.1f} s (compilation included)")
+    sweep = results.get("sweep", {})
+    loaded = sweep.get("loaded_chunks", 0)
+    resumed = (
+        f"; {loaded} of {loaded + sweep['computed_chunks']} chunks loaded from an earlier run"
+        if loaded
+        else ""
+    )
+    lines.append(f"total wall time {results['wall_seconds']:.1f} s (compilation included{resumed})")
     return "\n".join(lines)
 
 

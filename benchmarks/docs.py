@@ -2,6 +2,7 @@
 
     python -m benchmarks.docs [--results results]   # copy the results in, write the tables
     python -m benchmarks.docs --check               # fail if a table differs from its data
+    python -m benchmarks.docs --rerender            # after a change to a table: every page
 
 Pages drawn from several benchmarks' data (`COMBINED`) are generated the same way from the
 copies: `docs/reproduction.md` (the paper's tables beside ours, `benchmarks.reproduction`,
@@ -136,6 +137,21 @@ def update(results: Path, root: Path = ROOT) -> list[str]:
     return done
 
 
+def rerender(root: Path = ROOT) -> list[str]:
+    """Write every page again from its committed data (after a change to a benchmark's
+    `table`); returns the pages written."""
+    done = []
+    for data in sorted((root / "data").glob("*.json")):
+        if data.stem in BENCHMARKS:
+            page = root / "results" / f"{data.stem}.md"
+            page.write_text(render(data.stem, json.loads(data.read_text())))
+            done.append(data.stem)
+    for page in COMBINED:
+        (root / page).write_text(_combined(page, root))
+        done.append(page)
+    return done
+
+
 def stale(root: Path = ROOT) -> list[str]:
     """The documented tables that differ from what their data renders (or lack their data)."""
     bad = []
@@ -158,7 +174,15 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.docs", description=__doc__)
     p.add_argument("--results", type=Path, default=Path("results"), help="benchmarks' --out root")
     p.add_argument("--check", action="store_true", help="only check the documented tables")
+    p.add_argument(
+        "--rerender",
+        action="store_true",
+        help="write every page again from its committed data (after a change to a table)",
+    )
     args = p.parse_args(argv)
+    if args.rerender:
+        print(f"wrote {', '.join(rerender())}")
+        return 0
     if args.check:
         bad = stale()
         for line in bad:

@@ -35,6 +35,8 @@ def test_a_hand_edited_table_is_caught(tmp_path):
     assert docs.stale(tmp_path) == []
     (tmp_path / "results" / f"{name}.md").write_text(page.replace("|", "| ", 1))
     assert len(docs.stale(tmp_path)) == 1
+    assert name in docs.rerender(tmp_path)  # written again from its data (`--rerender`)
+    assert docs.stale(tmp_path) == []
 
 
 @pytest.mark.parametrize("name", sorted(docs.COMBINED))
