@@ -19,10 +19,12 @@ def _setting(r) -> tuple:
     return r["inputs"], float(value), -float(r["alpha"])  # (sorted: the larger alpha first)
 
 
-def _seconds(r) -> str:
-    """The setting's wall time over its seeds; - where not recorded (null in the data)."""
-    wall = r["wall_seconds"]
-    return "-" if wall is None or wall != wall else f"{wall / r['seeds']:,.0f}"
+def seconds_per_solve(row: dict) -> float | None:
+    """A `beyond_orthogonal` row's wall time over its seeds; None where it is not known (null
+    or NaN: a resumed sweep's chunks written before they recorded their time,
+    `SweepSolution.point_seconds`)."""
+    wall = row["wall_seconds"]
+    return None if wall is None or wall != wall else wall / row["seeds"]
 
 
 def _label(setting) -> str:
@@ -65,7 +67,8 @@ def render_data(*runs: dict | None) -> str:
                 f" | {r['first_jump_ratio_finite_alpha_median']:.3f}"
                 f" | {r['cost_ratio_median']:.3f} | {r['median_kink_events']:,.0f}"
                 f" | {r['median_sliding_entries']:,.0f} | {r['median_solver_steps']:,.0f}"
-                f" | {_seconds(r)} ({devices}) |"
+                f" | {'-' if (sec := seconds_per_solve(r)) is None else f'{sec:,.0f}'}"
+                f" ({devices}) |"
             )
     missing = [name for name, run in zip(INPUTS, runs, strict=True) if run is None]
     lines += [

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks._beyond import HORIZON, kink_budget, make
+from benchmarks._beyond_by_n import seconds_per_solve
 from benchmarks._beyond_plots import plot_deviation, plot_losses
 from benchmarks._beyond_solvers import solvers
 from benchmarks._common import Timer, enable_float64, host_devices, log, parser
@@ -237,13 +238,6 @@ def run_benchmark(
     return out_rows
 
 
-def _per_solve(row: dict) -> float | None:
-    """The setting's wall time over its seeds; None where it is not known (a resumed sweep's
-    chunks written before they recorded their time: `SweepSolution.point_seconds`)."""
-    wall = row["wall_seconds"]
-    return None if wall is None or np.isnan(wall) else wall / row["seeds"]
-
-
 def _count(x: float, digits: int = 0) -> str:
     return "-" if x is None or np.isnan(x) else f"{x:.{digits}f}"
 
@@ -264,7 +258,7 @@ def table(results: dict) -> str:
             f" {r['first_jump_ratio_finite_alpha_median']:>7.4f} {r['cost_ratio_median']:>7.4f}"
             f" {_count(r['morse_index_first_plateau']):>6} {r['median_kink_events']:>6.0f}"
             f" {r['median_sliding_entries']:>6.0f} {r['median_solver_steps']:>6.0f}"
-            f" {_count(_per_solve(r), 1):>7}"
+            f" {_count(seconds_per_solve(r), 1):>7}"
         )
     lines.append(
         "1st jump: measured / Algorithm 1 (Loewdin problem), limit and finite alpha; cost: final"

@@ -14,6 +14,7 @@ import pytest
 from bench import xla_flags
 
 from integrators import SweepConfigError, load_sweep, pick_batch_size, sweep
+from integrators._sweep_store import _SECONDS
 
 JOB = str(Path(__file__).with_name("sweep_job.py"))
 ROOT = str(Path(__file__).resolve().parents[1])
@@ -34,7 +35,7 @@ def _same(path_a, path_b):
     """Two chunk files hold the same results (their recorded seconds aside)."""
     a, b = np.load(path_a), np.load(path_b)
     assert sorted(a.files) == sorted(b.files)
-    for k in set(a.files) - {"__seconds__"}:
+    for k in set(a.files) - {_SECONDS}:
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
 
 
@@ -313,7 +314,7 @@ def test_a_resumed_sweep_reports_what_its_points_cost(tmp_path):
     # a chunk written before chunk files recorded their time: the cost is unknown
     chunk = sorted(tmp_path.glob("chunks/*.npz"))[0]
     with np.load(chunk) as z:
-        arrays = {k: z[k] for k in z.files if k != "__seconds__"}
+        arrays = {k: z[k] for k in z.files if k != _SECONDS}
     np.savez(chunk, **arrays)
     assert np.isnan(load_sweep(tmp_path).point_seconds[0])
 
