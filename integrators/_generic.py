@@ -33,8 +33,11 @@ whose dense output dips past a kink at its midpoint and comes back is rejected. 
 pre-activation that is pushed into its kink from both sides (a Filippov sliding mode) would
 flip its held side at every step: it slides instead, its output blended between the two
 branches so that it stays on the kink (`integrators._sliding`; `stats['sliding_entries']`
-counts them); more than `max_sliding` at once end the solve with `RESULTS.kink_limited` at
-`stats['kink_time']`.
+counts them, `stats['max_sliding']` the most at once, `stats['kink_crossings']` the held
+sides changed). Its Filippov system is formed and factored once per step on the entries in
+use and corrected by two chord steps at each field evaluation, so any number may slide up to
+`max_sliding` (default: every entry, up to 1024; memory is the bound, a max_sliding^2
+matrix); more end the solve with `RESULTS.kink_limited` at `stats['kink_time']`.
 
 **Compilation.** The solve is compiled once per shapes and options (`loss`, `observables`,
 solver and controller are part of the key, so pass the same function objects): a second
@@ -62,6 +65,7 @@ from theory.checks import (
 from theory.numerics import HoldArgs, default_controller, diffeqsolve
 
 from ._kinks import KinkedFunction
+from ._capacity import FIRST_CAPACITY, capacity_for, regrow
 from ._sliding import Held, KinkFlow
 from ._units import LogScale, unit_labels, zero_units
 
@@ -117,7 +121,7 @@ def gradient_flow(
     steady_state=None,
     units=None,
     hold_kinks: bool = True,
-    max_sliding: int = 8,
+    max_sliding: int | None = None,
     rtol: float = 1e-8,
     atol: float = 1e-8,
     max_steps: int = 100_000,
@@ -146,9 +150,9 @@ def gradient_flow(
     - `hold_kinks`: hold each step's pattern of the loss's kinks (module docstring); a loss
       without kink sites (max, min, abs, float comparisons: softplus and logsumexp have
       them) is integrated plainly either way.
-    - `max_sliding`: how many kink entries may slide at once (each costs one forward-mode
-      direction per field evaluation while any slides); more end the solve as
-      `RESULTS.kink_limited`.
+    - `max_sliding`: how many kink entries may slide at once (a max_sliding^2 matrix is
+      carried: memory is the bound); `None`: every site entry of the loss, up to 1024. More
+      end the solve as `RESULTS.kink_limited`.
     - `rtol`, `atol`, `max_steps`: PI step control (pcoeff 0.4, icoeff 0.3, as the other
       flows) and the step budget; `solver` (default `diffrax.Tsit5()`) and
       `stepsize_controller` replace them. `throw=True` raises where the solve fails.
@@ -179,7 +183,8 @@ def gradient_flow(
     max_steps = check_solver_options(rtol, atol, max_steps)
     hold_kinks = check_flag("hold_kinks", hold_kinks)
     save_trajectory = check_flag("save_trajectory", save_trajectory)
-    max_sliding = check_positive_int("max_sliding", max_sliding)
+    if max_sliding is not None:
+        max_sliding = check_positive_int("max_sliding", max_sliding)
     shape = eqx.filter_eval_shape(loss, model, args)
     if not (hasattr(shape, "shape") and shape.shape == ()):
         raise ValueError(f"`loss(model, args)` must return a scalar, got {shape}")
@@ -205,16 +210,23 @@ def gradient_flow(
         dtype,
     )
     solver = diffrax.Tsit5() if solver is None else solver
-    options = _Options(
-        observables,
-        save_trajectory,
-        hold_kinks,
-        max_sliding,
-        solver,
-        stepsize_controller,
-        max_steps,
-    )
-    out = _solve(params, static, loss, ts, args, tau, tol, scale, floor, options)
+    def run(params, ts, capacity):
+        options = _Options(
+            observables,
+            save_trajectory,
+            hold_kinks,
+            capacity,
+            solver,
+            stepsize_controller,
+            max_steps,
+        )
+        return _solve(params, static, loss, ts, args, tau, tol, scale, floor, options)
+
+    capacity = FIRST_CAPACITY if max_sliding is None else max_sliding
+    out = run(params, ts, capacity)
+    if hold_kinks and max_sliding is None:
+        more = lambda model, ts, capacity: run(eqx.filter(model, eqx.is_inexact_array), ts, capacity)  # noqa: E731
+        out = regrow(out, more, ts, capacity)
     return out.raise_if_failed(throw)
 
 
@@ -236,7 +248,7 @@ class _Options(eqx.Module):
     observables: object
     save_trajectory: bool
     hold_kinks: bool
-    max_sliding: int
+    capacity: int
     solver: diffrax.AbstractSolver
     stepsize_controller: diffrax.AbstractStepSizeController
     max_steps: int
@@ -278,7 +290,9 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
             )
 
     else:
-        flow = KinkFlow(kinked, to_params, transform, tau, options.max_sliding)
+        entries = sum(x.size for x in jax.eval_shape(kinked.record, params, dynamic)[1])
+        capacity = capacity_for(entries, options.capacity)
+        flow = KinkFlow(kinked, to_params, transform, tau, capacity)
         field = flow.field
         # plain closures (a bound method of the flow would carry its arrays as static fields)
         solver = HoldArgs(
@@ -354,6 +368,9 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
         result = RESULTS.where(last.overflow, RESULTS.kink_limited, result)
         stats["kink_time"] = jnp.where(last.overflow, last.t, jnp.inf)
         stats["sliding_entries"] = last.entered
+        stats["max_sliding"] = last.most
+        stats["kink_crossings"] = last.crossings
+        stats["sliding_capacity"] = jnp.asarray(capacity)
     small = _below_tolerance(params, scale, floor)
     result = RESULTS.where(small & (result == RESULTS.successful), RESULTS.below_tolerance, result)
     return GradientFlowSolution(

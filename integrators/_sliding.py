@@ -1,70 +1,97 @@
 """Held kinks and Filippov sliding for `gradient_flow`: the discrete state of the flow of any
 model through its piecewise-linear sites (`integrators._kinks`).
 
-At each step's start (`theory.numerics.HoldArgs` with memory) the flow records every site's pattern
-p and switching variable z, and keeps:
+At each step's start (`theory.numerics.HoldArgs` with memory) the flow records every site's
+pattern p and switching variable z, and keeps:
 
 - a *chatter count* per site entry: +1 at each accepted step that flipped its side, -1/2
   (floored at 0) at each one that did not;
 - a *sliding set* S: an entry whose count reaches `MAX_FLIPS` is pushed into its kink from
   both sides (a Filippov sliding mode; its held side would flip at every step and the step
   size collapse). It slides: its output is blended between its two branches,
-  out = held + lambda_k (other - held), with lambda solving dz_S/dt = 0 on the
-  `capacity` slots (a Newton step from lambda = 0 with the Jacobian by forward-mode autodiff,
-  then chord steps; the field is affine in each lambda_k and multi-affine in all). That is
-  the Filippov solution where one entry slides, and the equivalent control where several
-  do at once, which is what gradient descent does as its step goes to 0 (`two_layer_flow`
-  slides the same way on two-layer nets).
-- an entry leaves S at a step start where its lambda leaves [0, 1] (both sides push the same
-  way), on the side that dz_k/dt points to.
+  out = held + lambda_k (other - held), with lambda solving dz_S/dt = 0. That is the Filippov
+  solution where one entry slides, and the equivalent control where several do at once,
+  which is what gradient descent does as its step goes to 0 (`two_layer_flow` slides the
+  same way on two-layer nets);
+- *pins*: the box problem of each step (`integrators._filippov`) pins an entry of S that is
+  pushed off its kink at lambda = 0 or 1; one pinned at `PIN_STEPS` step starts in a row
+  leaves S, on that bound's side.
 
-More than `capacity` entries sliding at once ends the solve (`HoldArgs`'s `stop`), which
-`gradient_flow` reports as `RESULTS.kink_limited` with the time.
+**The sliding solve, once per step.** At each step's start the Jacobian of the residual is
+formed on the occupied slots, the box problem solved on its linear model and corrected by
+Newton (chord) steps to lambda*, with M its regularized inverse; every field evaluation
+inside the step then takes `CHORD_STEPS` chord steps lambda <- lambda - M r(lambda) from
+lambda*: two residuals, whatever the number sliding (the Jacobian at every field evaluation
+cost `capacity` directions each time). The work per step is linear in the sliding entries
+(their columns) plus the factorization of their bucket; the program compiles once whatever
+`capacity` is.
+
+`capacity` slots may slide at once (a capacity^2 matrix is carried); more end the solve at
+that step's start (`HoldArgs`'s `stop`), which `gradient_flow` continues with more slots
+(`integrators._capacity`) or reports as `RESULTS.kink_limited` with the time.
 """
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from theory.numerics import lu_solve
-
+from ._filippov import SlidingSystem
 from ._kinks import KinkedFunction
 
-MAX_FLIPS = 6  # net flips of one held kink entry that make it slide
-NEWTON_ITERATIONS = 3  # per field evaluation (one Jacobian at lambda = 0, then chord steps)
+MAX_FLIPS = 3  # net flips of one held kink entry that make it slide
+PIN_STEPS = 3  # step starts in a row pinned at a bound that make an entry leave its kink
+NEWTON_STEPS = 3  # at a step's start: the box problem's solve, then chord steps
+CHORD_STEPS = 2  # per field evaluation, from the step start's lambda* with its M
 
 
 class Held(eqx.Module):
     """What a step holds: the user's `args`, and (None in the raw args that diffrax first
     evaluates the field with) the held site patterns, the recorded ones (`start`) and
-    switching variables z at the step's start,
-    chatter counts, sliding set, its `slots` (flat indices of the sliding entries, -1 padded),
-    the step's start time `t`, `overflow` (more sliding entries than slots) and `entered`
-    (how many entries have started sliding so far)."""
+    switching variables z at the step's start, chatter counts, `pins` (step starts in a row
+    pinned), sliding set, its `slots`
+    (flat indices of the sliding entries, -1 padded) and `count`, the step's sliding solve
+    (`lam`, lambda* on the slots, `inverse`, M, and the slots `pinned` at a `bound` 0 or 1:
+    entries that leave at the next step), the step's start time `t`, `overflow`
+    (more sliding entries than slots), `entered` (how many entries have started sliding so
+    far), `most` (the most sliding at once so far) and `crossings` (kink entries that changed
+    their held side at a step's start so far: the crossings, and the flips before sliding)."""
 
     user: object
     pattern: list | None = None
     start: list | None = None
     z: list | None = None
     counts: list | None = None
+    pins: list | None = None
     slide: list | None = None
     slots: jax.Array | None = None
+    count: jax.Array | None = None
+    lam: jax.Array | None = None
+    inverse: jax.Array | None = None
+    pinned: jax.Array | None = None
+    bound: jax.Array | None = None
     t: jax.Array | None = None
     overflow: jax.Array | None = None
     entered: jax.Array | None = None
+    most: jax.Array | None = None
+    crossings: jax.Array | None = None
 
 
 class KinkFlow(eqx.Module):
     """The flow d theta/dt = -tau grad loss through the sites of `kinked` (module docstring).
 
     `to_params(y)` maps the solver state to the parameters; `transform(y, grad)` maps a loss
-    gradient to dy/dt (for the plain state: -tau grad)."""
+    gradient to dy/dt (for the plain state: -tau grad). `capacity` (a multiple of `CHUNK`)
+    slots may slide at once."""
 
     kinked: KinkedFunction = eqx.field(static=True)
     to_params: object = eqx.field(static=True)
     transform: object = eqx.field(static=True)
     tau: jax.Array
     capacity: int = eqx.field(static=True, default=8)
+
+    @property
+    def system(self):
+        return SlidingSystem(self.capacity)
 
     # ---- flat views of the per-site lists
     def _flat(self, xs):
@@ -108,30 +135,40 @@ class KinkFlow(eqx.Module):
 
         def residual(lam):
             zd = self._zdot(p, held, self._weights(lam, held))
-            return jnp.where(valid, zd[index], lam)
+            return jnp.where(valid & ~held.pinned, zd[index], lam - held.bound)
 
         return residual
 
+    def _solve(self, p, held, guess):
+        """lambda*, M and the pins at the step's start: the Jacobian at `guess`, the box
+        problem on its linear model (`_box`), then chord steps on the full residual."""
+        valid = held.slots >= 0
+        held = eqx.tree_at(lambda h: (h.pinned, h.bound), held, (~valid, jnp.zeros_like(guess)))
+        side = self._flat(held.pattern)[jnp.maximum(held.slots, 0)]
+        sign = jnp.where(side, 1.0, -1.0).astype(guess.dtype)
+        r, jac = self.system.jacobian(self._residual(p, held), guess, held.count)
+        lam, pinned, bound, inverse = self.system.box(jac, r, guess, sign, held.count)
+        held = eqx.tree_at(
+            lambda h: (h.pinned, h.bound, h.inverse), held, (pinned, bound, inverse)
+        )
+        residual = self._residual(p, held)
+        for _ in range(NEWTON_STEPS - 1):
+            lam = lam - self.system.chord(inverse, held.count, residual(lam))
+        # a system with no solution in the numbers (overflow): outside [0, 1], so that the
+        # entry leaves the sliding set at the next step
+        return jnp.where(jnp.isfinite(lam), lam, 2.0), inverse, pinned, bound
+
     def sliding_lambda(self, p, held):
-        """lambda on the slots, solving dz/dt = 0 on the sliding entries: one Newton step from
-        lambda = 0 (the Jacobian by forward-mode autodiff) and chord steps with that
-        Jacobian (the residual is affine in each lambda_k and multi-affine in all, so the
-        first step is exact for one sliding entry and the chord steps correct the coupling)."""
-        dtype = held.z[0].dtype
+        """lambda on the slots, solving dz/dt = 0 on the sliding entries: `CHORD_STEPS` chord
+        steps from the step start's lambda* with its M (module docstring)."""
         residual = self._residual(p, held)
 
-        def solve(_):
-            lam = jnp.zeros(self.capacity, dtype)
-            r, jvp = jax.linearize(residual, lam)
-            jac = jax.vmap(jvp, out_axes=1)(jnp.eye(self.capacity, dtype=dtype))
-            for i in range(NEWTON_ITERATIONS):
-                lam = lam - lu_solve(jac, r if i == 0 else residual(lam))
-            # a singular system (a sliding output that feeds nothing): outside [0, 1], so
-            # that the entry leaves the sliding set at the next step
+        def solve(lam):
+            for _ in range(CHORD_STEPS):
+                lam = lam - self.system.chord(held.inverse, held.count, residual(lam))
             return jnp.where(jnp.isfinite(lam), lam, 2.0)
 
-        none = jnp.zeros(self.capacity, dtype)
-        return jax.lax.cond(jnp.any(held.slots >= 0), solve, lambda _: none, None)
+        return jax.lax.cond(held.count > 0, solve, jnp.zeros_like, held.lam)
 
     def field(self, t, y, held, extra=None):
         """dy/dt: the held field, sliding entries blended; `extra` weights add to the blend
@@ -140,60 +177,98 @@ class KinkFlow(eqx.Module):
         if held.pattern is None:  # diffrax's first look at the term, with the raw args
             dyn = eqx.filter(held.user, eqx.is_array)
             return self.transform(y, jax.grad(lambda q: self.kinked.held(None, None, q, dyn))(p))
+        if extra is None:  # no blend while nothing slides: half the work
+
+            def blended():
+                weights = self._weights(self.sliding_lambda(p, held), held)
+                return self.grad(p, held.user, held.pattern, weights)
+
+            g = jax.lax.cond(
+                held.count > 0, blended, lambda: self.grad(p, held.user, held.pattern, None)
+            )
+            return self.transform(y, g)
         weights = self._weights(self.sliding_lambda(p, held), held)
-        if extra is not None:
-            weights = [w + e for w, e in zip(weights, extra, strict=True)]
+        weights = [w + e for w, e in zip(weights, extra, strict=True)]
         return self.transform(y, self.grad(p, held.user, held.pattern, weights))
 
     # ---- the discrete state, at each step's start
+    def _moves(self, p, previous, pattern):
+        """The sliding set, pattern, chatter counts and pin streaks, and the counters, after
+        the last accepted step; and the last step's lambda at p (flat, the next guess).
+
+        An entry stays in the sliding set while the box problem pins it (its pattern then
+        the bound's side), and leaves after `PIN_STEPS` pinned step starts in a row: where
+        two entries' kinks are coupled (one pinned as the other slides, and the pinned one's
+        side turning with the other's crossing), the next box problem sees both again
+        instead of the pinned one chattering back in."""
+        flat_pattern = self._flat(pattern)
+        held_before = self._flat(previous.pattern)
+        slide = self._flat(previous.slide)
+        lam = self.sliding_lambda(p, previous)
+        lam_flat = self._flat(self._weights(lam, previous))
+        pinned = slide & (self._flat(self._weights(previous.pinned.astype(lam.dtype), previous)) > 0)
+        upper = self._flat(self._weights(previous.bound, previous)) > 0
+        pins = jnp.where(pinned, self._flat(previous.pins) + 1, 0.0)
+        leave = pins >= PIN_STEPS
+        flat_pattern = jnp.where(slide, held_before, flat_pattern)
+        flat_pattern = jnp.where(leave, held_before ^ upper, flat_pattern)
+        pins = jnp.where(leave, 0.0, pins)
+        flipped = (flat_pattern != held_before) & ~slide
+        counts = self._flat(previous.counts)
+        counts = jnp.where(flipped, counts + 1, jnp.maximum(counts - 0.5, 0.0))
+        enter = (counts >= MAX_FLIPS) & ~slide
+        slide = (slide & ~leave) | enter
+        counts = jnp.where(enter | leave, 0.0, counts)
+        entered = previous.entered + jnp.sum(enter)
+        crossings = previous.crossings + jnp.sum(flipped | leave)
+        guess = jnp.where(jnp.isfinite(lam_flat), jnp.clip(lam_flat, 0.0, 1.0), 0.0)
+        return slide, flat_pattern, (counts, pins), (entered, crossings), guess
+
     def step_args(self, t, y, args, previous):
         user = args.user
         p = self.to_params(y)
         pattern, z = self.kinked.record(p, eqx.filter(user, eqx.is_array))
-        flat_pattern = self._flat(pattern)
         dtype = z[0].dtype
         if previous is None:
-            counts = jnp.zeros(flat_pattern.shape, dtype)
+            flat_pattern = self._flat(pattern)
+            counts = pins = jnp.zeros(flat_pattern.shape, dtype)
             slide = jnp.zeros(flat_pattern.shape, bool)
-            entered = jnp.asarray(0)
+            entered = crossings = most = jnp.asarray(0)
+            last = jnp.zeros(flat_pattern.shape, dtype)
         else:
-            held_before = self._flat(previous.pattern)
-            slide = self._flat(previous.slide)
-            lam = self.sliding_lambda(p, previous)
-            lam_flat = self._flat(self._weights(lam, previous))
-            inside = (lam_flat >= 0) & (lam_flat <= 1)
-            leave = slide & ~inside
-            # the side a leaving entry moves to (a field evaluation only while some slide)
-            zd = jax.lax.cond(
-                jnp.any(slide),
-                lambda _: self._zdot(p, previous, self._weights(jnp.clip(lam, 0, 1), previous)),
-                lambda _: jnp.zeros(flat_pattern.shape, dtype),
-                None,
+            slide, flat_pattern, (counts, pins), (entered, crossings), last = self._moves(
+                p, previous, pattern
             )
-            flat_pattern = jnp.where(
-                slide & ~leave, held_before, jnp.where(leave, zd > 0, flat_pattern)
-            )
-            flipped = (flat_pattern != held_before) & ~slide
-            counts = self._flat(previous.counts)
-            counts = jnp.where(flipped, counts + 1, jnp.maximum(counts - 0.5, 0.0))
-            counts = jnp.where(leave, 0.0, counts)
-            enter = (counts >= MAX_FLIPS) & ~slide
-            slide = (slide & ~leave) | enter
-            counts = jnp.where(enter, 0.0, counts)
-            entered = previous.entered + jnp.sum(enter)
+            most = previous.most
         slots = jnp.nonzero(slide, size=self.capacity, fill_value=-1)[0]
-        return Held(
+        count = jnp.sum(slots >= 0)
+        held = Held(
             user=user,
             pattern=self._unflat(flat_pattern, pattern),
             start=pattern,
             z=z,
             counts=self._unflat(counts, z),
+            pins=self._unflat(pins, z),
             slide=self._unflat(slide, pattern),
             slots=slots,
+            count=count,
+            lam=jnp.zeros(self.capacity, dtype),
+            inverse=jnp.eye(self.capacity, dtype=dtype),
+            pinned=slots < 0,
+            bound=jnp.zeros(self.capacity, dtype),
             t=jnp.asarray(t),
             overflow=jnp.sum(slide) > self.capacity,
             entered=entered,
+            most=jnp.maximum(most, jnp.sum(slide)),
+            crossings=crossings,
         )
+        guess = jnp.where(slots >= 0, last[jnp.maximum(slots, 0)], 0.0)
+        solved = jax.lax.cond(
+            count > 0,
+            lambda: self._solve(p, held, guess),
+            lambda: (held.lam, held.inverse, held.pinned, held.bound),
+        )
+        return eqx.tree_at(lambda h: (h.lam, h.inverse, h.pinned, h.bound), held, solved)
 
     @staticmethod
     def stop(held):

@@ -27,17 +27,26 @@ def test_a_kink_pushed_from_both_sides_is_slid_on():
     assert sol.stats["num_steps"] < 200
 
 
-def test_more_sliding_entries_than_slots_end_as_kink_limited():
-    # entry i reaches its kink at t = c_i = (i + 1) / 10 and slides: the ninth overflows the
-    # eight slots, at t ~ 0.9
-    c = 0.1 * jnp.arange(1, 13)
+def test_sliding_entries_beyond_the_first_slots_regrow_and_max_sliding_caps_them():
+    # entry i reaches its kink at t = c_i = (i + 1) / 20 and slides there: 40 entries pass
+    # the first 32 slots at t ~ 1.65 (the solve goes on with more), and `max_sliding=8`
+    # ends it at the ninth, t ~ 0.45
+    c = 0.05 * jnp.arange(1, 41)
 
     def loss(m, args):
         return jnp.sum(jnp.abs(m.weight[:, 0] - c))
 
-    sol = gradient_flow(_zero_linear(12), loss, jnp.linspace(0.0, 2.0, 5))
-    assert sol.result == RESULTS.kink_limited
-    assert 0.9 <= float(sol.stats["kink_time"]) < 1.0
+    ts = jnp.linspace(0.0, 2.5, 6)
+    sol = gradient_flow(_zero_linear(40), loss, ts)
+    assert sol.ok and int(sol.stats["regrown"]) == 1 and int(sol.stats["max_sliding"]) == 40
+    # d w_i/dt = 1 until w_i = c_i, then w_i stays there (each within 1e-7, the sum's
+    # terms too): loss(t) = sum_i max(c_i - t, 0)
+    np.testing.assert_allclose(sol.model.weight[:, 0], c, atol=1e-7)
+    np.testing.assert_allclose(sol.loss, jnp.sum(jnp.maximum(c[None] - ts[:, None], 0), 1),
+                               atol=40 * 1e-7)  # fmt: skip
+    cut = gradient_flow(_zero_linear(40), loss, ts, max_sliding=8)
+    assert cut.result == RESULTS.kink_limited
+    assert 0.45 <= float(cut.stats["kink_time"]) < 0.5
 
 
 @pytest.mark.slow

@@ -1,0 +1,137 @@
+"""The Filippov sliding system of `gradient_flow`, on the slots of its sliding entries.
+
+With lambda_k the blend of sliding entry k between its held branch (0) and its other branch
+(1), the residual r(lambda) = dz_S/dt (the switching variables' velocities) is affine in each
+lambda_k and multi-affine in all. A sliding mode has r_k = 0 with 0 < lambda_k < 1; an entry
+pushed off its kink is *pinned* at a bound: lambda_k = 0 where it moves into its held side
+(sign_k r_k >= 0, sign_k = +1 where the held branch is z > 0), lambda_k = 1 where it moves
+into the other (sign_k r_k <= 0). Finding lambda is a box complementarity problem (an MLCP),
+the one-step nonsmooth problem of an event-capturing scheme (Acary and Brogliato 2008): where
+two kinks are coupled (one slides only while the other is on a given side) it decides them
+together, where deciding each entry alone made them take turns, each flip a few rejected
+steps.
+
+`SlidingSystem` does the linear algebra, once per step (`integrators._sliding`):
+
+- `jacobian`: J = dr/dlambda by forward-mode autodiff, *only the occupied slots' columns*
+  (`CHUNK` at a time, as many chunks as there are entries): the work is linear in them;
+- `box`: active-set iterations on the linear model r + J (lambda - guess) (violators pinned,
+  wrong-side pins released, until none changes, at most `BOX_ITERATIONS`), and
+  M = (A^T A + eps^2 I)^(-1) A^T of the final system A (J, the pinned rows the identity's;
+  eps = `REGULARIZATION` max |J|: where more entries of one neuron slide than its inputs
+  span, J is singular, lambda is not unique but the field is);
+- `chord`: M r, the chord step every field evaluation takes from the step's lambda*.
+
+Each is done on the smallest of `BUCKETS` that holds the occupied slots (`jax.lax.switch`:
+the program is traced once, its work follows the count).
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from theory.numerics import lu_solve
+
+from ._capacity import CHUNK
+
+BOX_ITERATIONS = 8  # active-set iterations of the box problem, at most
+BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048)  # sizes the system is factored on
+REGULARIZATION = 1e-10  # Tikhonov eps of the sliding solve, relative to max |J|
+
+
+class SlidingSystem(eqx.Module):
+    """The sliding system's linear algebra on `capacity` slots (module docstring).
+
+    Two entries at a kink; the second pushed off it into its held side (r_1 > 0 at
+    lambda = 0, r_1 grows with lambda_1), the first sliding at lambda_0 = 1/2:
+
+    >>> system = SlidingSystem(8)
+    >>> jac = jnp.eye(8).at[0, 0].set(2.0)
+    >>> r = jnp.zeros(8).at[0].set(-1.0).at[1].set(0.5)
+    >>> lam, pinned, bound, _ = system.box(jac, r, jnp.zeros(8), jnp.ones(8), 2)
+    >>> lam[:2].tolist(), pinned[:2].tolist(), bound[:2].tolist()
+    ([0.5, 0.0], [False, True], [0.0, 0.0])
+    """
+
+    capacity: int = eqx.field(static=True)
+
+    def __check_init__(self):
+        if self.capacity % CHUNK:
+            raise ValueError(f"`capacity` must be a multiple of {CHUNK}, got {self.capacity}")
+
+    def _sizes(self):
+        return tuple(b for b in BUCKETS if b < self.capacity) + (self.capacity,)
+
+    def switch(self, count, branch, *operands):
+        """`branch(b, *operands)` on the smallest bucket b that holds `count` slots."""
+        sizes = self._sizes()
+        index = jnp.searchsorted(jnp.asarray(sizes), count)
+        branches = [lambda *ops, b=b: branch(b, *ops) for b in sizes]
+        return jax.lax.switch(jnp.minimum(index, len(sizes) - 1), branches, *operands)
+
+    def jacobian(self, residual, lam, count):
+        """r and J = dr/dlambda at `lam`: the columns of the `count` occupied slots by
+        forward-mode autodiff, `CHUNK` at a time; the padded slots' columns the identity's."""
+        capacity, dtype = self.capacity, lam.dtype
+        r, jvp = jax.linearize(residual, lam)
+
+        def chunk(c, jac):
+            index = c * CHUNK + jnp.arange(CHUNK)
+            columns = jax.vmap(jvp)(jax.nn.one_hot(index, capacity, dtype=dtype))
+            return jax.lax.dynamic_update_slice(jac, columns.T, (0, c * CHUNK))
+
+        chunks = (count + CHUNK - 1) // CHUNK
+        return r, jax.lax.fori_loop(0, chunks, chunk, jnp.eye(capacity, dtype=dtype))
+
+    def box(self, jac, r, guess, sign, count):
+        """lambda, the pins, their bounds and M on the linear model r + J (lambda - guess) of
+        the `count` occupied slots (module docstring); padded slots are pinned at 0."""
+
+        def branch(b, jac, r, guess, sign):
+            block, r0, g, s = jac[:b, :b], r[:b], guess[:b], sign[:b]
+            eye = jnp.eye(b, dtype=jac.dtype)
+            valid = jnp.arange(b) < count
+            eps = REGULARIZATION * jnp.max(jnp.abs(jnp.where(valid[:, None], block, 0.0)))
+
+            def system(pinned):
+                matrix = jnp.where(pinned[:, None], eye, block)
+                return matrix.T @ matrix + eps * eps * eye, matrix.T
+
+            def rhs(pinned, bound):
+                return jnp.where(pinned, bound, block @ g - r0)
+
+            def iterate(state):
+                i, pinned, bound, _ = state
+                normal, transposed = system(pinned)
+                lam = lu_solve(normal, transposed @ rhs(pinned, bound), unroll=False)
+                push = s * (r0 + block @ (lam - g))  # towards the held side where > 0
+                pin = ~pinned & ((lam < 0) | (lam > 1))
+                release = pinned & valid & jnp.where(bound > 0, push > 0, push < 0)
+                bound = jnp.where(pin, (lam > 1).astype(bound.dtype), bound)
+                return i + 1, (pinned | pin) & ~release, bound, jnp.any(pin | release)
+
+            def going(state):
+                return state[3] & (state[0] < BOX_ITERATIONS)
+
+            state = (0, ~valid, jnp.zeros(b, jac.dtype), jnp.asarray(True))
+            _, pinned, bound, _ = jax.lax.while_loop(going, iterate, state)
+            normal, transposed = system(pinned)
+            inverse = lu_solve(normal, transposed, unroll=False)
+            lam = jnp.where(pinned, bound, jnp.clip(inverse @ rhs(pinned, bound), 0.0, 1.0))
+            pad = self.capacity - b
+            return (
+                jnp.pad(lam, (0, pad)),
+                jnp.pad(pinned, (0, pad), constant_values=True),
+                jnp.pad(bound, (0, pad)),
+                jnp.eye(self.capacity, dtype=jac.dtype).at[:b, :b].set(inverse),
+            )
+
+        return self.switch(count, branch, jac, r, guess, sign)
+
+    def chord(self, inverse, count, r):
+        """M r on the bucket that holds `count` slots (r is 0 beyond: lambda's padding)."""
+
+        def branch(b, inverse, r):
+            return jnp.zeros_like(r).at[:b].set(inverse[:b, :b] @ r[:b])
+
+        return self.switch(count, branch, inverse, r)
