@@ -1,7 +1,8 @@
-"""Gradient descent extrapolated to step 0: the reference `two_layer_vs_gd` and
-`correlated_vs_gd` hold `two_layer_flow` against.
+"""Gradient descent extrapolated to step 0: the reference `two_layer_vs_gd`,
+`correlated_vs_gd` and `relu_networks` hold the flows against.
 
-GD on (a, W) at steps eta, eta/2, eta/4 (a plain `lax.scan`, saved on one grid of rescaled
+GD (on (a, W) with `gd_curve`, on any model's parameters with `model_gd_curve`) at steps
+eta, eta/2, eta/4 (a plain `lax.scan`, saved on one grid of rescaled
 times t = k eta / tau), combined by Richardson to second order,
 (8 L(eta/4) - 6 L(eta/2) + L(eta)) / 3; its own uncertainty is the gap to the first-order
 combination 2 L(eta/4) - L(eta/2). Errors are relative, where the loss is above 1e-3 of its
@@ -10,6 +11,7 @@ start (a relative error of a loss near 0 says nothing).
 
 import functools
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -39,13 +41,35 @@ def gd_curve(X, y, model, eta, steps, every):
     return losses
 
 
+def model_gd_curve(loss, params, static, data):
+    """`curve(eta, steps, every)`: plain GD on an Equinox model's `params` (its inexact
+    arrays; `static` the rest) under `loss(model, data)`, the loss saved every `every` steps."""
+
+    def value(p):
+        return loss(eqx.combine(p, static), data)
+
+    @functools.partial(jax.jit, static_argnums=(2, 3))
+    def run(p, eta, steps, every):
+        def inner(p, _):
+            return jax.tree_util.tree_map(lambda a, g: a - eta * g, p, jax.grad(value)(p)), None
+
+        def outer(p, _):
+            p, _ = jax.lax.scan(inner, p, None, length=every)
+            return p, value(p)
+
+        return jax.lax.scan(outer, p, None, length=steps // every)[1]
+
+    return lambda eta, steps, every: run(params, eta, steps, every)
+
+
 class Reference:
     """GD at the steps `etas` (largest first, each half the one before) on [0, `horizon`]
     of rescaled time at log(1/alpha) = `tau`: `ts` (the shared grid), `curves` {eta: loss},
     `seconds` {eta: wall time, compilation included}, `loss` (the extrapolation) and
-    `uncertainty`; `error(curve)` is a curve's relative error against it."""
+    `uncertainty`; `error(curve)` is a curve's relative error against it. `curve(eta,
+    steps, every)` runs GD (`functools.partial(gd_curve, X, y, model)`, `model_gd_curve`)."""
 
-    def __init__(self, X, y, model, tau, horizon, etas):
+    def __init__(self, curve, tau, horizon, etas):
         from benchmarks._common import Timer
 
         every0 = max(1, int(round(SAVE_EVERY * tau / etas[0])))
@@ -54,7 +78,7 @@ class Reference:
         for eta in etas:
             every = int(round(every0 * etas[0] / eta))
             timer = Timer()
-            self.curves[eta] = np.asarray(gd_curve(X, y, model, eta, every * chunks, every))
+            self.curves[eta] = np.asarray(curve(eta, every * chunks, every))
             self.seconds[eta] = timer()
         self.ts = np.arange(1, chunks + 1) * every0 * etas[0] / tau
         l1, l2, l4 = (self.curves[e] for e in sorted(etas))  # eta/4, eta/2, eta

@@ -13,6 +13,8 @@ table.
     python -m benchmarks.correlated_vs_gd [--seeds 8] [--n 16] [--setting C LOG10_INV_ALPHA ...]
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,7 +22,7 @@ import numpy as np
 from benchmarks._beyond import HORIZON, kink_budget, make
 from benchmarks._common import Timer, enable_float64, log, parser
 from benchmarks._driver import finish, header
-from benchmarks._gd_reference import Reference
+from benchmarks._gd_reference import Reference, gd_curve
 from dynamics import loewdin, signs_and_directions
 from integrators import two_layer_flow
 from theory import coverage_width, saddle_jumps
@@ -39,7 +41,7 @@ def check(c, p, seed, n=16):
     signs, directions = signs_and_directions(model, loewdin(X))
     horizon = float(saddle_jumps(y, signs, directions, time_scale=tau).horizon(HORIZON))
     timer = Timer()
-    ref = Reference(X, y, model, tau, horizon, ETAS)
+    ref = Reference(functools.partial(gd_curve, X, y, model), tau, horizon, ETAS)
     ref_seconds = timer()
     grid = jnp.concatenate([jnp.zeros(1), jnp.asarray(ref.ts)])
     timer = Timer()

@@ -27,7 +27,7 @@ import numpy as np
 
 from benchmarks._common import Timer, enable_float64, log, parser, pyplot, save_figure
 from benchmarks._driver import finish, header
-from benchmarks._gd_reference import Reference
+from benchmarks._gd_reference import Reference, gd_curve
 from dynamics import TwoLayerReLU, balanced_init
 from integrators import gradient_descent, two_layer_flow
 
@@ -62,7 +62,7 @@ def _engine_gd_seconds(X, y, model, eta, steps):
 def case(n, d, p, width, horizon, etas, seed):
     X, y, model = make(jax.random.PRNGKey(seed), n, d, p, width)
     tau = float(p * np.log(10.0))
-    ref = Reference(X, y, model, tau, horizon, etas)
+    ref = Reference(functools.partial(gd_curve, X, y, model), tau, horizon, etas)
     grid = jnp.concatenate([jnp.zeros(1), jnp.asarray(ref.ts)])
     flow = functools.partial(two_layer_flow, X, y, model, grid, time_scale=tau)
     jax.block_until_ready(flow().loss)

@@ -62,7 +62,7 @@ from theory.checks import (
     check_time_scale,
     check_value,
 )
-from theory.numerics import HoldArgs, default_controller, diffeqsolve
+from theory.numerics import HoldArgs, LandingController, default_controller, diffeqsolve
 
 from ._kinks import KinkedFunction
 from ._capacity import FIRST_CAPACITY, capacity_for, regrow
@@ -273,15 +273,27 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
     if kinked is not None and kinked.num_sites == 0:
         kinked = None
 
+    # with held kinks and a PID controller the state is (y, theta), theta where a rejected
+    # trial step crossed its first kink (`theory.numerics.LandingController`)
+    land = kinked is not None and isinstance(stepsize_controller, diffrax.PIDController)
+
+    def state(y):
+        return y[0] if land else y
+
     def to_params(y):
-        return y if scale is None else scale.to_params(y)
+        return state(y) if scale is None else scale.to_params(state(y))
 
     def transform(y, g):
         if scale is None:
-            return jax.tree_util.tree_map(lambda x: -tau * x, g)
-        return scale.field(y, g, tau)
+            dy = jax.tree_util.tree_map(lambda x: -tau * x, g)
+        else:
+            dy = scale.field(state(y), g, tau)
+        return (dy, jnp.zeros_like(y[1])) if land else dy
 
     y0 = params if scale is None else scale.initial(params, dtype)
+    if land:
+        y0 = (y0, jnp.ones((), dtype))
+        stepsize_controller = LandingController(stepsize_controller)
     if kinked is None:
 
         def field(t, y, held):
@@ -292,7 +304,7 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
     else:
         entries = sum(x.size for x in jax.eval_shape(kinked.record, params, dynamic)[1])
         capacity = capacity_for(entries, options.capacity)
-        flow = KinkFlow(kinked, to_params, transform, tau, capacity)
+        flow = KinkFlow(kinked, to_params, transform, tau, capacity, land)
         field = flow.field
         # plain closures (a bound method of the flow would carry its arrays as static fields)
         solver = HoldArgs(
@@ -306,7 +318,7 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
     def save(t, y, held):
         p = to_params(y)
         value, g = jax.value_and_grad(plain_loss)(p, eqx.filter(held.user, eqx.is_array))
-        out = (value, _tree_norm(g), None if scale is None else y[0])
+        out = (value, _tree_norm(g), None if scale is None else state(y)[0])
         if observables is not None:
             out = out + (observables(t, eqx.combine(p, static), held.user),)
         return out + ((p,) if save_trajectory else ())

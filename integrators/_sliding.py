@@ -80,14 +80,15 @@ class KinkFlow(eqx.Module):
     """The flow d theta/dt = -tau grad loss through the sites of `kinked` (module docstring).
 
     `to_params(y)` maps the solver state to the parameters; `transform(y, grad)` maps a loss
-    gradient to dy/dt (for the plain state: -tau grad). `capacity` (a multiple of `CHUNK`)
-    slots may slide at once."""
+    gradient to dy/dt (for the plain state: -tau grad). `capacity` (a multiple of 8) slots
+    may slide at once. With `landing` the solver's state is (y, theta) (`kink_error`)."""
 
     kinked: KinkedFunction = eqx.field(static=True)
     to_params: object = eqx.field(static=True)
     transform: object = eqx.field(static=True)
     tau: jax.Array
     capacity: int = eqx.field(static=True, default=8)
+    landing: bool = eqx.field(static=True, default=False)
 
     @property
     def system(self):
@@ -288,6 +289,10 @@ class KinkFlow(eqx.Module):
         Jacobian-vector product of the field at y1. An entry on its held side at both ends
         of the step but not at its midpoint (dense output) has dipped past its kink and come
         back: the step is rejected.
+
+        With `landing`, y is (y, theta) and the third value returned is y1 with theta the
+        fraction of the step at which its first (non-sliding) entry crossed its kink, from
+        z linear in time (1: none), for `theory.numerics.LandingController`.
         """
         dyn = eqx.filter(held.user, eqx.is_array)
         p1, z1 = self.kinked.record(self.to_params(y1), dyn)
@@ -313,4 +318,13 @@ class KinkFlow(eqx.Module):
         dipped = jnp.asarray(False)
         for a, b, c, d, s in zip(pm, held.pattern, p1, held.start, held.slide, strict=True):
             dipped = dipped | jnp.any((a != b) & (c == b) & (d == b) & ~s)
-        return error, dipped
+        if not self.landing:
+            return error, dipped
+        theta = jnp.asarray(1.0, y1[1].dtype)
+        for a, b, c, d in zip(held.z, z1, held.pattern, held.slide, strict=True):
+            u0, u1 = jnp.where(c, -a, a), jnp.where(c, -b, b)
+            crossed = (u0 <= 0) & (u1 > 0) & ~d
+            fraction = -u0 / jnp.where(crossed, u1 - u0, 1.0)
+            theta = jnp.minimum(theta, jnp.min(jnp.where(crossed, fraction, 1.0), initial=1.0))
+        return error, dipped, (y1[0], theta)
+

@@ -331,3 +331,15 @@ def test_beyond_orthogonal_gaussian_only(tmp_path):
     for plot, name in ((plot_losses, "l.png"), (plot_deviation, "d.png")):
         plot(results, tmp_path / name)
         assert (tmp_path / name).stat().st_size > 10_000
+
+
+def test_relu_networks(tmp_path):
+    stdout, results = run_quick("relu_networks", tmp_path / "rn")
+    rows = {r["method"]: r for r in results["rows"]}
+    held = rows["held"]
+    # through the loss drop, within 1e-4 of GD extrapolated to step 0 (and its uncertainty)
+    assert held["ok"] and held["loss_end"] < 0.5 * held["loss_start"]
+    assert held["error"] < 1e-4 + 2 * held["reference_uncertainty"]
+    assert held["max_sliding"] > 0 and held["kink_crossings"] > 0
+    assert held["compile_seconds"] > 0 and held["solve_seconds"] > 0
+    assert "flow/GD" in stdout and (tmp_path / "rn" / "losses.png").stat().st_size > 10_000

@@ -79,7 +79,9 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
       step's midpoint (dense output) that is gone at its end rejects the step.
     - `kink_error`: `None`, or (t0, t1, y0, y1, held_args, interpolation) -> (a y-shaped
       error added to the estimate, a boolean: reject the step), for a field whose switches
-      are not components of y (exclusive with `overshoot`).
+      are not components of y (exclusive with `overshoot`); a third value, where given,
+      replaces y1 (a state (y, theta) that tells `LandingController` where the step crossed
+      its first switch).
     - `memory`: call `step_args(t0, y0, args, previous)` (module docstring).
     - `stop`: `None`, or held_args -> bool: end the solve at a step whose held args say so.
 
@@ -192,7 +194,9 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
             error = self._kink_error(terms, t0, t1, y0, y1, held, error, dense)
         if self.kink_error is not None:
             local = self.solver.interpolation_cls(t0=t0, t1=t1, **dense)
-            extra, reject = self.kink_error(t0, t1, y0, y1, held, local)
+            extra, reject, *landing = self.kink_error(t0, t1, y0, y1, held, local)
+            if landing:  # (y, theta): where the step crossed its first switch
+                y1 = landing[0]
             error = jax.tree_util.tree_map(
                 lambda err, x: jnp.where(reject, jnp.inf, jnp.abs(err) + jnp.abs(x)), error, extra
             )

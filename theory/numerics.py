@@ -4,7 +4,8 @@
   set) held fixed per step, its kinks charged to the error estimate.
 - `Rodas4`, `Rodas5P`: L-stable Rosenbrock solvers for diffrax with a pluggable linear solve
   (`dense_shifted_solve` is the dense default).
-- `default_controller`: the flows' PI step-size controller.
+- `default_controller`: the flows' PI step-size controller; `LandingController` retries a
+  rejected step to just past the first switch it crossed.
 - `diffeqsolve`: `diffrax.diffeqsolve` whose own checks add no host callback (so JAX's
   persistent cache stores the flows' programs).
 - `nnqp`: the active-set solver of nonnegative quadratic programs (`max_margin`'s dual);
@@ -22,6 +23,7 @@ They live in `theory` because its finite-alpha predictor integrates the fast pha
 True
 """
 
+from ._controller import LandingController as LandingController
 from ._controller import default_controller as default_controller
 from ._diffeqsolve import diffeqsolve as diffeqsolve
 from ._hold import HoldArgs as HoldArgs
@@ -43,6 +45,7 @@ from ._scaling import (
 
 __all__ = [
     "HoldArgs",
+    "LandingController",
     "NNQPSolution",
     "Rodas4",
     "Rodas5P",

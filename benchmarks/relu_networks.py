@@ -1,0 +1,185 @@
+"""`gradient_flow` on deep ReLU networks through their loss drop, against gradient descent.
+
+A student `eqx.nn.MLP` (d = 8 inputs, `depth` hidden ReLU layers of `width`, biases) learns a
+ReLU teacher (8-12-12-1, weights x 2) on n Gaussian samples under the mean squared loss, from
+its default initialization scaled by `init` (with `units=neuron_units(model)`, each neuron on
+its own log scale, where init < 0.01), in ordinary time to `horizon` (past the loss drop).
+
+The reference is gradient descent extrapolated to step 0 (`benchmarks._gd_reference`: GD at
+eta, eta/2, eta/4, Richardson to second order; its uncertainty is the gap to first order).
+Errors are relative, where the loss is above 1e-3 of its start. GD's error is first order in
+its step, so the step that reaches an accuracy E is eta_E = eta E / err(eta), and GD's time at
+E is its compiled cost per step (timed) times horizon / eta_E, with E the flow's error or the
+reference's uncertainty, whichever is larger (the flow is not credited with an accuracy the
+reference cannot confirm).
+
+Methods, side by side in one run: the default call (kinks held, entries sliding on their
+Filippov system: `integrators._sliding`) and `hold_kinks=False` (the plain adaptive solve,
+whose error estimate is all that charges the crossings), each compiled once (a warm-up call;
+`compile_seconds` is the first call's time over the second's) and capped at `MAX_STEPS`.
+
+Writes `results.json` (`rows`: one per case and method, with `ok`, `result`, `error`,
+`reference_uncertainty`, `steps`, `rejected`, `kink_crossings`, `max_sliding`,
+`sliding_entries`, `compile_seconds`, `solve_seconds`, `gd_seconds_equal_accuracy`,
+`flow_over_gd`) and `losses.png` to `--out`.
+
+    python -m benchmarks.relu_networks [--quick]
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks._common import Timer, enable_float64, log, parser, pyplot, save_figure
+from benchmarks._driver import finish, header
+from benchmarks._gd_reference import Reference, model_gd_curve
+from integrators import gradient_flow, neuron_units
+from theory import result_names
+
+# (depth, width, n, init, horizon, GD step eta)
+CASES = (
+    (1, 16, 64, 1e-3, 60.0, 0.01),
+    (2, 12, 160, 0.1, 400.0, 0.01),
+    (3, 16, 32, 0.3, 150.0, 0.005),
+    (2, 32, 256, 0.3, 100.0, 0.005),
+)
+QUICK = ((3, 16, 32, 0.3, 60.0, 0.01),)
+SAVES = 60
+TOL = 1e-8
+MAX_STEPS = 200_000
+
+
+def mse(model, data):
+    X, y = data
+    return 0.5 * jnp.mean((jax.vmap(model)(X)[:, 0] - y) ** 2)
+
+
+def problem(depth, width, n, init, seed):
+    """The student (float64), and the data (X, y) from the teacher."""
+    keys = jax.random.split(jax.random.PRNGKey(seed), 3)
+    X = jax.random.normal(keys[0], (n, 8), jnp.float64)
+    teacher = eqx.nn.MLP(8, 1, 12, 2, activation=jax.nn.relu, key=keys[1])
+    teacher = jax.tree_util.tree_map(lambda x: 2.0 * x if eqx.is_array(x) else x, teacher)
+    y = jax.vmap(teacher)(X)[:, 0].astype(jnp.float64)
+    student = eqx.nn.MLP(8, 1, width, depth, activation=jax.nn.relu, key=keys[2])
+    student = jax.tree_util.tree_map(
+        lambda x: (init * x).astype(jnp.float64) if eqx.is_array(x) else x, student
+    )
+    return student, (X, y)
+
+
+def _flow(model, data, ts, hold):
+    kwargs = dict(args=data, rtol=TOL, atol=TOL, max_steps=MAX_STEPS, hold_kinks=hold)
+    leaves = jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))
+    if max(float(jnp.max(jnp.abs(x))) for x in leaves) < 0.01:
+        kwargs["units"] = neuron_units(model)
+    timer = Timer()
+    jax.block_until_ready(gradient_flow(model, mse, ts, **kwargs).loss)
+    first = timer()
+    timer = Timer()
+    sol = gradient_flow(model, mse, ts, **kwargs)
+    jax.block_until_ready(sol.loss)
+    return sol, first, timer()
+
+
+def _gd_step_seconds(curve, eta, steps):
+    """GD's compiled seconds per step (a warm-up call, then a timed one)."""
+    jax.block_until_ready(curve(eta, steps, steps // 10))
+    timer = Timer()
+    jax.block_until_ready(curve(eta, steps, steps // 10))
+    return timer() / steps
+
+
+def run_case(case, seed):
+    depth, width, n, init, horizon, eta = case
+    model, data = problem(depth, width, n, init, seed)
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    curve = model_gd_curve(mse, params, static, data)
+    etas = (eta, eta / 2, eta / 4)
+    ref = Reference(curve, 1.0, horizon, etas)
+    stride = max(1, len(ref.ts) // SAVES)
+    keep = np.arange(stride - 1, len(ref.ts), stride)
+    ts = jnp.asarray(np.concatenate([[0.0], ref.ts[keep]]))
+    gd_error = ref.error(ref.curves[eta])
+    per_step = _gd_step_seconds(curve, eta / 4, int(min(horizon / eta * 4, 200_000)))
+    rows, curves = [], {"ts": ts[1:].tolist(), "reference": ref.loss[keep].tolist()}
+    for method, hold in (("held", True), ("plain", False)):
+        log(f"  {method}...")
+        sol, first, seconds = _flow(model, data, ts, hold)
+        reached = np.isfinite(np.asarray(sol.loss[1:]))
+        error = float(np.max(np.abs(np.asarray(sol.loss[1:])[reached] / ref.loss[keep][reached] - 1)))
+        accuracy = max(error, ref.uncertainty)
+        gd_seconds = per_step * horizon / (eta * accuracy / gd_error)
+        stats = {k: float(v) for k, v in sol.stats.items()}
+        rows.append(
+            {
+                "depth": depth, "width": width, "n": n, "init": init, "horizon": horizon,
+                "method": method, "ok": bool(sol.ok), "result": result_names(sol.result),
+                "loss_start": float(sol.loss[0]), "loss_end": float(ref.loss[-1]),
+                "error": error, "reference_uncertainty": ref.uncertainty,
+                "steps": stats["num_steps"], "rejected": stats["num_rejected_steps"],
+                "kink_crossings": stats.get("kink_crossings", float("nan")),
+                "max_sliding": stats.get("max_sliding", float("nan")),
+                "sliding_entries": stats.get("sliding_entries", float("nan")),
+                "compile_seconds": first - seconds, "solve_seconds": seconds,
+                "gd_error_at_eta": gd_error, "gd_seconds_per_step": per_step,
+                "gd_seconds_equal_accuracy": gd_seconds, "flow_over_gd": seconds / gd_seconds,
+            }
+        )  # fmt: skip
+        curves[method] = np.asarray(sol.loss[1:]).tolist()
+        log(f"    {rows[-1]['result']}: error {error:.1e}, {seconds:.1f} s, GD {gd_seconds:.1f} s")
+    return rows, curves
+
+
+def table(rows) -> str:
+    lines = [
+        "depth width    n  init method  ok   error   ref.unc   steps  rej. cross. slide"
+        "  compile  solve  GD(eq.)  flow/GD"
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['depth']:>5} {r['width']:>5} {r['n']:>4} {r['init']:>5g} {r['method']:>6} "
+            f"{'yes' if r['ok'] else 'no':>3} {r['error']:8.1e} {r['reference_uncertainty']:8.1e} "
+            f"{r['steps']:>7.0f} {r['rejected']:>5.0f} {r['kink_crossings']:>6.0f} "
+            f"{r['max_sliding']:>5.0f} {r['compile_seconds']:>7.1f} {r['solve_seconds']:>6.1f} "
+            f"{r['gd_seconds_equal_accuracy']:>8.1f} {r['flow_over_gd']:>8.2f}"
+        )
+    return "\n".join(lines)
+
+
+def plot(results, path):
+    plt = pyplot()
+    cases = results["curves"]
+    fig, axes = plt.subplots(1, len(cases), figsize=(4.2 * len(cases), 3.4), squeeze=False)
+    for ax, (label, c) in zip(axes[0], cases.items(), strict=True):
+        ax.semilogy(c["ts"], c["reference"], "k-", lw=3, alpha=0.3, label="GD extrapolated")
+        ax.semilogy(c["ts"], c["held"], "C0-", label="flow (held kinks)")
+        ax.semilogy(c["ts"], c["plain"], "C1--", label="flow (plain)")
+        ax.set_title(label, fontsize=9)
+        ax.set_xlabel("t")
+    axes[0][0].set_ylabel("loss")
+    axes[0][0].legend(fontsize=8)
+    save_figure(fig, path)
+
+
+def main(argv=None):
+    args = parser("relu_networks", __doc__.splitlines()[0], default_seeds=1).parse_args(argv)
+    enable_float64()
+    cases = QUICK if args.quick else CASES
+    results = header("relu_networks", {"cases": cases, "tol": TOL, "max_steps": MAX_STEPS},
+                     args.seed)  # fmt: skip
+    rows, curves = [], {}
+    for case in cases:
+        depth, width, n, init, horizon, _ = case
+        label = f"8-{'-'.join([str(width)] * depth)}-1, n={n}, init {init:g}"
+        log(label)
+        case_rows, curves[label] = run_case(case, args.seed)
+        rows += case_rows
+    results["rows"] = rows
+    results["curves"] = curves
+    finish(args.out, results, table(rows), {"losses.png": plot})
+
+
+if __name__ == "__main__":
+    main()
