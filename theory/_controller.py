@@ -1,6 +1,7 @@
 """The engine's default step-size controller for adaptive flows, and `LandingController`."""
 
 import diffrax
+import jax
 import jax.numpy as jnp
 
 from .checks import check_positive
@@ -28,9 +29,10 @@ class LandingController(diffrax.AbstractAdaptiveStepSizeController):
     value, the new y1) with the fraction of the step at which its first switch was crossed
     (1: none). A crossing integrated with the pattern held charges an error growing like h^2,
     and `controller`, tuned to the solver's order, shrinks a rejected step too little: three
-    or four trials a crossing. Here a rejected step whose theta < 1 is retried to
-    t0 + min(theta (1 + `margin`), 1) (t1 - t0), at most: the retry crosses by a sliver and is
-    accepted, and the next step starts on the switched side.
+    or four trials a crossing. Here a rejected step whose theta < 1 is retried to end past
+    the crossing by a sliver (the part of the time past it whose error, growing at least like
+    that time, is a quarter of the tolerance; at most `margin` of it): the retry is accepted,
+    and the next step starts on the switched side.
 
     >>> control = LandingController(default_controller(1e-8, 1e-8))
     >>> control.rtol, control.margin
@@ -65,7 +67,24 @@ class LandingController(diffrax.AbstractAdaptiveStepSizeController):
             t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
         )
         theta = y1_candidate[1]
-        target = t0 + jnp.minimum(theta * (1 + self.margin), 1.0) * (t1 - t0)
+        # the error past a crossing grows with the time spent past it (like it where the
+        # gradient jumps there, as a ReLU network's does; like its square where only its
+        # slope does): past by (1 - theta) h it was `scaled` (> 1); the retry is past by a
+        # quarter of the tolerance's share of that, and at most `margin` of the step
+        scaled = self.norm(
+            jax.tree_util.tree_map(
+                lambda e, a, b: e / (self.atol + self.rtol * jnp.maximum(jnp.abs(a), jnp.abs(b))),
+                y_error,
+                y0,
+                y1_candidate,
+            )
+        )
+        past = (1 - theta) * jnp.minimum(0.25 / jnp.maximum(scaled, 1.0), self.margin)
+        fraction = theta + past
+        # (in place of the controller's proposal, which shrinks the step by the solver's
+        # order and falls short of the crossing; at most 0.9 h, so that a retry whose own
+        # error was the cause still shrinks)
+        target = t0 + jnp.minimum(fraction, 0.9) * (t1 - t0)
         landing = ~keep & (theta < 1)
-        next_t1 = jnp.where(landing, jnp.minimum(next_t1, target), next_t1)
+        next_t1 = jnp.where(landing, target, next_t1)
         return keep, next_t0, next_t1, jump, state, result
