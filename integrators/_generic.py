@@ -34,10 +34,15 @@ pre-activation that is pushed into its kink from both sides (a Filippov sliding 
 flip its held side at every step: it slides instead, its output blended between the two
 branches so that it stays on the kink (`integrators._sliding`; `stats['sliding_entries']`
 counts them, `stats['max_sliding']` the most at once, `stats['kink_crossings']` the held
-sides changed). Its Filippov system is formed and factored once per step on the entries in
-use and corrected by two chord steps at each field evaluation, so any number may slide up to
-`max_sliding` (default: every entry, up to 1024; memory is the bound, a max_sliding^2
-matrix); more end the solve with `RESULTS.kink_limited` at `stats['kink_time']`.
+sides changed). The sliding weights are one box complementarity problem (an entry pushed off
+its kink is pinned at a bound and leaves), formed on the entries in use at a step's start and
+corrected by two chord steps at each field evaluation (`integrators._filippov`). Any number
+may slide: the solve starts with 32 slots and, where more want to slide, goes on from there
+with 4 times as many (`integrators._capacity`, up to 4096: memory is the bound);
+`max_sliding=` fixes the number instead, and more then end the solve with
+`RESULTS.kink_limited` at `stats['kink_time']` (as they do under an outer `jax.jit`, where the
+stop cannot be looked at). With the default PI controller a rejected step that crossed a kink
+is retried to just past it (`theory.numerics.LandingController`).
 
 **Compilation.** The solve is compiled once per shapes and options (`loss`, `observables`,
 solver and controller are part of the key, so pass the same function objects): a second
@@ -64,8 +69,8 @@ from theory.checks import (
 )
 from theory.numerics import HoldArgs, LandingController, default_controller, diffeqsolve
 
-from ._kinks import KinkedFunction
 from ._capacity import FIRST_CAPACITY, capacity_for, regrow
+from ._kinks import KinkedFunction
 from ._sliding import Held, KinkFlow
 from ._units import LogScale, unit_labels, zero_units
 
@@ -151,8 +156,8 @@ def gradient_flow(
       without kink sites (max, min, abs, float comparisons: softplus and logsumexp have
       them) is integrated plainly either way.
     - `max_sliding`: how many kink entries may slide at once (a max_sliding^2 matrix is
-      carried: memory is the bound); `None`: every site entry of the loss, up to 1024. More
-      end the solve as `RESULTS.kink_limited`.
+      carried); more end the solve as `RESULTS.kink_limited`. `None`: as many as want to,
+      in slots grown from 32 (module docstring); `stats['regrown']` counts the growths.
     - `rtol`, `atol`, `max_steps`: PI step control (pcoeff 0.4, icoeff 0.3, as the other
       flows) and the step budget; `solver` (default `diffrax.Tsit5()`) and
       `stepsize_controller` replace them. `throw=True` raises where the solve fails.
@@ -210,6 +215,7 @@ def gradient_flow(
         dtype,
     )
     solver = diffrax.Tsit5() if solver is None else solver
+
     def run(params, ts, capacity):
         options = _Options(
             observables,
@@ -225,7 +231,10 @@ def gradient_flow(
     capacity = FIRST_CAPACITY if max_sliding is None else max_sliding
     out = run(params, ts, capacity)
     if hold_kinks and max_sliding is None:
-        more = lambda model, ts, capacity: run(eqx.filter(model, eqx.is_inexact_array), ts, capacity)  # noqa: E731
+
+        def more(model, ts, capacity):
+            return run(eqx.filter(model, eqx.is_inexact_array), ts, capacity)
+
         out = regrow(out, more, ts, capacity)
     return out.raise_if_failed(throw)
 
@@ -240,6 +249,46 @@ def _below_tolerance(params, scale, floor):
         size = jnp.max(jnp.abs(x if lab is None else jnp.where(lab < 0, x, 0.0)), initial=0.0)
         small = small | ((size > 0) & (size < floor))
     return small
+
+
+def _coordinates(scale, tau, land):
+    """The solver state's maps: to the flow's own state (without theta, where `land`), to
+    the parameters, and from a loss gradient to dy/dt."""
+
+    def state(y):
+        return y[0] if land else y
+
+    def to_params(y):
+        return state(y) if scale is None else scale.to_params(state(y))
+
+    def transform(y, g):
+        if scale is None:
+            dy = jax.tree_util.tree_map(lambda x: -tau * x, g)
+        else:
+            dy = scale.field(state(y), g, tau)
+        return (dy, jnp.zeros_like(y[1])) if land else dy
+
+    return state, to_params, transform
+
+
+def _hold_after(saved, at_stop, later, stopped):
+    """After a steady state every later save time holds the steady state's values."""
+
+    def fill(x, v):
+        mask = later.reshape(later.shape + (1,) * (x.ndim - 1))
+        return jnp.where(stopped & mask, v[None], x)
+
+    return jax.tree_util.tree_map(fill, saved, at_stop)
+
+
+def _plain_field(plain_loss, to_params, transform):
+    """dy/dt without held kinks."""
+
+    def field(t, y, held):
+        dyn = eqx.filter(held.user, eqx.is_array)
+        return transform(y, jax.grad(plain_loss)(to_params(y), dyn))
+
+    return field
 
 
 class _Options(eqx.Module):
@@ -276,44 +325,18 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
     # with held kinks and a PID controller the state is (y, theta), theta where a rejected
     # trial step crossed its first kink (`theory.numerics.LandingController`)
     land = kinked is not None and isinstance(stepsize_controller, diffrax.PIDController)
-
-    def state(y):
-        return y[0] if land else y
-
-    def to_params(y):
-        return state(y) if scale is None else scale.to_params(state(y))
-
-    def transform(y, g):
-        if scale is None:
-            dy = jax.tree_util.tree_map(lambda x: -tau * x, g)
-        else:
-            dy = scale.field(state(y), g, tau)
-        return (dy, jnp.zeros_like(y[1])) if land else dy
-
+    state, to_params, transform = _coordinates(scale, tau, land)
     y0 = params if scale is None else scale.initial(params, dtype)
     if land:
         y0 = (y0, jnp.ones((), dtype))
         stepsize_controller = LandingController(stepsize_controller)
     if kinked is None:
-
-        def field(t, y, held):
-            return transform(
-                y, jax.grad(plain_loss)(to_params(y), eqx.filter(held.user, eqx.is_array))
-            )
-
+        field, flow = _plain_field(plain_loss, to_params, transform), None
     else:
         entries = sum(x.size for x in jax.eval_shape(kinked.record, params, dynamic)[1])
         capacity = capacity_for(entries, options.capacity)
         flow = KinkFlow(kinked, to_params, transform, tau, capacity, land)
-        field = flow.field
-        # plain closures (a bound method of the flow would carry its arrays as static fields)
-        solver = HoldArgs(
-            solver,
-            lambda t, y, args, previous: flow.step_args(t, y, args, previous),
-            kink_error=lambda *a: flow.kink_error(*a),
-            memory=True,
-            stop=KinkFlow.stop,
-        )
+        field, solver = flow.field, flow.held_solver(solver)
 
     def save(t, y, held):
         p = to_params(y)
@@ -366,23 +389,11 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
         y_final = jax.tree_util.tree_map(lambda a, b: jnp.where(start, a, b), y0, y_final)
         stopped = stopped | start
         result = RESULTS.where(stopped, RESULTS.successful, result)
-        # after a steady state every later save time holds the steady state's values
-        at_stop = save(t_stop, y_final, Held(args))
-        later = ts >= t_stop
-
-        def fill(x, v):
-            mask = later.reshape(later.shape + (1,) * (x.ndim - 1))
-            return jnp.where(stopped & mask, v[None], x)
-
-        saved = jax.tree_util.tree_map(fill, saved, at_stop)
+        saved = _hold_after(saved, save(t_stop, y_final, Held(args)), ts >= t_stop, stopped)
     if kinked is not None:
         last = HoldArgs.held_args(sol.solver_state)
         result = RESULTS.where(last.overflow, RESULTS.kink_limited, result)
-        stats["kink_time"] = jnp.where(last.overflow, last.t, jnp.inf)
-        stats["sliding_entries"] = last.entered
-        stats["max_sliding"] = last.most
-        stats["kink_crossings"] = last.crossings
-        stats["sliding_capacity"] = jnp.asarray(capacity)
+        stats.update(flow.stats(last))
     small = _below_tolerance(params, scale, floor)
     result = RESULTS.where(small & (result == RESULTS.successful), RESULTS.below_tolerance, result)
     return GradientFlowSolution(

@@ -38,6 +38,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from theory.numerics import HoldArgs
+
 from ._filippov import SlidingSystem
 from ._kinks import KinkedFunction
 
@@ -155,9 +157,7 @@ class KinkFlow(eqx.Module):
         sign = jnp.where(side, 1.0, -1.0).astype(guess.dtype)
         r, jac = self.system.jacobian(self._residual(p, held), guess, held.count)
         lam, pinned, bound, inverse = self.system.box(jac, r, guess, sign, held.count)
-        held = eqx.tree_at(
-            lambda h: (h.pinned, h.bound, h.inverse), held, (pinned, bound, inverse)
-        )
+        held = eqx.tree_at(lambda h: (h.pinned, h.bound, h.inverse), held, (pinned, bound, inverse))
         residual = self._residual(p, held)
         for _ in range(NEWTON_STEPS - 1):
             lam = lam - self.system.chord(inverse, held.count, residual(lam))
@@ -213,7 +213,8 @@ class KinkFlow(eqx.Module):
         slide = self._flat(previous.slide)
         lam = self.sliding_lambda(p, previous)
         lam_flat = self._flat(self._weights(lam, previous))
-        pinned = slide & (self._flat(self._weights(previous.pinned.astype(lam.dtype), previous)) > 0)
+        pinned = self._flat(self._weights(previous.pinned.astype(lam.dtype), previous)) > 0
+        pinned = slide & pinned
         upper = self._flat(self._weights(previous.bound, previous)) > 0
         pins = jnp.where(pinned, self._flat(previous.pins) + 1, 0.0)
         leave = pins >= PIN_STEPS
@@ -283,9 +284,11 @@ class KinkFlow(eqx.Module):
         solved = jax.lax.cond(
             (count > 0) & ~reuse,
             lambda: self._solve(p, held, guess),
-            lambda: (guess, previous.inverse, previous.pinned, previous.bound)
-            if previous is not None
-            else (held.lam, held.inverse, held.pinned, held.bound),
+            lambda: (
+                (guess, previous.inverse, previous.pinned, previous.bound)
+                if previous is not None
+                else (held.lam, held.inverse, held.pinned, held.bound)
+            ),
         )
         held = eqx.tree_at(lambda h: h.age, held, age, is_leaf=lambda x: x is None)
         return eqx.tree_at(lambda h: (h.lam, h.inverse, h.pinned, h.bound), held, solved)
@@ -293,6 +296,27 @@ class KinkFlow(eqx.Module):
     @staticmethod
     def stop(held):
         return held.overflow
+
+    def held_solver(self, solver):
+        """`solver` holding the kinks of this flow (`theory.numerics.HoldArgs`)."""
+        # plain closures (a bound method would carry the flow's arrays as static fields)
+        return HoldArgs(
+            solver,
+            lambda t, y, args, previous: self.step_args(t, y, args, previous),
+            kink_error=lambda *a: self.kink_error(*a),
+            memory=True,
+            stop=KinkFlow.stop,
+        )
+
+    def stats(self, last):
+        """`gradient_flow`'s kink stats from the last step's held args."""
+        return {
+            "kink_time": jnp.where(last.overflow, last.t, jnp.inf),
+            "sliding_entries": last.entered,
+            "max_sliding": last.most,
+            "kink_crossings": last.crossings,
+            "sliding_capacity": jnp.asarray(self.capacity),
+        }
 
     def kink_error(self, t0, t1, y0, y1, held, interpolation):
         """`theory.numerics.HoldArgs`'s `kink_error` for the sites (sliding entries excluded).
@@ -346,4 +370,3 @@ class KinkFlow(eqx.Module):
             fraction = -u0 / jnp.where(crossed, u1 - u0, 1.0)
             theta = jnp.minimum(theta, jnp.min(jnp.where(crossed, fraction, 1.0), initial=1.0))
         return error, dipped, (y1[0], theta)
-

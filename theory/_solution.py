@@ -39,7 +39,8 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "The flow could not go on through the ReLU kinks: `two_layer_flow` used up its "
         "`max_kink_events` (crossings, sliding entries and exits; raise it), or in "
         "`gradient_flow` more pre-activations slide along their kinks at once than "
-        "`max_sliding` (raise it; `stats['kink_time']` says when)."
+        "`max_sliding` allows (raise it, or leave it None so that the slots grow, up to 4096, "
+        "outside an outer `jax.jit`; `stats['kink_time']` says when)."
     )
     below_tolerance = (
         "Some parameters are far below the absolute tolerance (a parameter leaf's largest "

@@ -23,8 +23,10 @@ They live in `theory` because its finite-alpha predictor integrates the fast pha
 True
 """
 
-from ._controller import LandingController as LandingController
-from ._controller import default_controller as default_controller
+from ._controller import (
+    LandingController as LandingController,
+    default_controller as default_controller,
+)
 from ._diffeqsolve import diffeqsolve as diffeqsolve
 from ._hold import HoldArgs as HoldArgs
 from ._nnqp import (
