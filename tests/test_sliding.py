@@ -29,8 +29,7 @@ def test_a_kink_pushed_from_both_sides_is_slid_on():
 
 def test_sliding_entries_beyond_the_first_slots_regrow_and_max_sliding_caps_them():
     # entry i reaches its kink at t = c_i = (i + 1) / 20 and slides there: 40 entries pass
-    # the first 32 slots at t ~ 1.65 (the solve goes on with more), and `max_sliding=8`
-    # ends it at the ninth, t ~ 0.45
+    # the first 32 slots at t ~ 1.65, and the solve goes on with more
     c = 0.05 * jnp.arange(1, 41)
 
     def loss(m, args):
@@ -44,7 +43,17 @@ def test_sliding_entries_beyond_the_first_slots_regrow_and_max_sliding_caps_them
     np.testing.assert_allclose(sol.model.weight[:, 0], c, atol=1e-7)
     np.testing.assert_allclose(sol.loss, jnp.sum(jnp.maximum(c[None] - ts[:, None], 0), 1),
                                atol=40 * 1e-7)  # fmt: skip
-    cut = gradient_flow(_zero_linear(40), loss, ts, max_sliding=8)
+
+
+@pytest.mark.slow  # default-run budget: the regrowth above keeps the capability's default test
+def test_max_sliding_caps_the_slots():
+    # the same 40 entries with `max_sliding=8`: the ninth to slide ends the solve, t ~ 0.45
+    c = 0.05 * jnp.arange(1, 41)
+
+    def loss(m, args):
+        return jnp.sum(jnp.abs(m.weight[:, 0] - c))
+
+    cut = gradient_flow(_zero_linear(40), loss, jnp.linspace(0.0, 2.5, 6), max_sliding=8)
     assert cut.result == RESULTS.kink_limited
     assert 0.45 <= float(cut.stats["kink_time"]) < 0.5
 
