@@ -31,7 +31,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._common import Timer, enable_float64, log, parser, pyplot, save_figure
+from benchmarks._common import (
+    Timer,
+    best_seconds,
+    enable_float64,
+    log,
+    parser,
+    pyplot,
+    save_figure,
+)
 from benchmarks._driver import finish, header
 from benchmarks._gd_reference import Reference, model_gd_curve
 from integrators import gradient_flow, neuron_units
@@ -83,14 +91,6 @@ def _flow(model, data, ts, hold):
     return sol, first, timer()
 
 
-def _gd_step_seconds(curve, eta, steps):
-    """GD's compiled seconds per step (a warm-up call, then a timed one)."""
-    jax.block_until_ready(curve(eta, steps, steps // 10))
-    timer = Timer()
-    jax.block_until_ready(curve(eta, steps, steps // 10))
-    return timer() / steps
-
-
 def run_case(case, seed):
     depth, width, n, init, horizon, eta = case
     model, data = problem(depth, width, n, init, seed)
@@ -102,7 +102,8 @@ def run_case(case, seed):
     keep = np.arange(stride - 1, len(ref.ts), stride)
     ts = jnp.asarray(np.concatenate([[0.0], ref.ts[keep]]))
     gd_error = ref.error(ref.curves[eta])
-    per_step = _gd_step_seconds(curve, eta / 4, int(min(horizon / eta * 4, 200_000)))
+    steps = int(min(horizon / eta * 4, 200_000))  # GD's compiled seconds per step
+    per_step = best_seconds(lambda: curve(eta / 4, steps, steps // 10), repeats=1) / steps
     rows, curves = [], {"ts": ts[1:].tolist(), "reference": ref.loss[keep].tolist()}
     for method, hold in (("held", True), ("plain", False)):
         log(f"  {method}...")

@@ -35,18 +35,15 @@ def capacity_for(entries: int, wanted: int) -> int:
     return max(CHUNK, -(-wanted // CHUNK) * CHUNK)
 
 
-def _stitch(first, second, k):
-    """The first k saves of `first`, then `second`'s saves after its first (the stop)."""
+def _stitch(a, b, k):
+    """The first k saves of `a`, then `b`'s saves after its first (the stop); `None` stays."""
 
-    def join(a, b):
-        if not isinstance(a, jax.Array):  # a model's functions and static fields
-            return a
-        return jnp.concatenate([a[:k], b[1:]])
+    def join(x, y):
+        if not isinstance(x, jax.Array):  # a model's functions and static fields
+            return x
+        return jnp.concatenate([x[:k], y[1:]])
 
-    def tree(a, b):
-        return None if a is None else jax.tree_util.tree_map(join, a, b)
-
-    return tree
+    return None if a is None else jax.tree_util.tree_map(join, a, b)
 
 
 def regrow(first, rerun, ts, capacity):
@@ -71,7 +68,9 @@ def regrow(first, rerun, ts, capacity):
 
 
 def _merge(first, second, k, ts):
-    tree = _stitch(first, second, k)
+    def tree(a, b):
+        return _stitch(a, b, k)
+
     stats = dict(second.stats)
     for key in ("num_steps", "num_accepted_steps", "num_rejected_steps", "sliding_entries",
                 "kink_crossings"):  # fmt: skip

@@ -49,6 +49,8 @@ solver and controller are part of the key, so pass the same function objects): a
 call with new values compiles nothing.
 """
 
+import dataclasses
+
 import diffrax
 import equinox as eqx
 import jax
@@ -216,24 +218,17 @@ def gradient_flow(
     )
     solver = diffrax.Tsit5() if solver is None else solver
 
-    def run(params, ts, capacity):
-        options = _Options(
-            observables,
-            save_trajectory,
-            hold_kinks,
-            capacity,
-            solver,
-            stepsize_controller,
-            max_steps,
-        )
-        return _solve(params, static, loss, ts, args, tau, tol, scale, floor, options)
-
     capacity = FIRST_CAPACITY if max_sliding is None else max_sliding
-    out = run(params, ts, capacity)
+    options = _Options(
+        observables, save_trajectory, hold_kinks, capacity, solver, stepsize_controller, max_steps
+    )
+    out = _solve(params, static, loss, ts, args, tau, tol, scale, floor, options)
     if hold_kinks and max_sliding is None:
 
         def more(model, ts, capacity):
-            return run(eqx.filter(model, eqx.is_inexact_array), ts, capacity)
+            grown = dataclasses.replace(options, capacity=capacity)
+            params = eqx.filter(model, eqx.is_inexact_array)
+            return _solve(params, static, loss, ts, args, tau, tol, scale, floor, grown)
 
         out = regrow(out, more, ts, capacity)
     return out.raise_if_failed(throw)

@@ -55,8 +55,8 @@ class Held(eqx.Module):
     """What a step holds: the user's `args`, and (None in the raw args that diffrax first
     evaluates the field with) the held site patterns, the recorded ones (`start`) and
     switching variables z at the step's start, chatter counts, `pins` (step starts in a row
-    pinned), sliding set, its `slots`
-    (flat indices of the sliding entries, -1 padded) and `count`, the step's sliding solve
+    pinned), sliding set, its `slots` (flat indices of the sliding entries, -1 padded) and
+    `count`, the step's sliding solve
     (`lam`, lambda* on the slots, `inverse`, M, and the slots `pinned` at a `bound` 0 or 1:
     entries that leave at the next step), the step's start time `t`, `overflow`
     (more sliding entries than slots), `entered` (how many entries have started sliding so
@@ -151,7 +151,8 @@ class KinkFlow(eqx.Module):
 
     def _solve(self, p, held, guess):
         """lambda*, M and the pins at the step's start: the Jacobian at `guess`, the box
-        problem on its linear model (`_box`), then chord steps on the full residual."""
+        problem on its linear model (`SlidingSystem.box`), then chord steps on the full
+        residual."""
         valid = held.slots >= 0
         held = eqx.tree_at(lambda h: (h.pinned, h.bound), held, (~valid, jnp.zeros_like(guess)))
         side = self._flat(held.pattern)[jnp.maximum(held.slots, 0)]
@@ -163,7 +164,7 @@ class KinkFlow(eqx.Module):
         for _ in range(NEWTON_STEPS - 1):
             lam = lam - self.system.chord(inverse, held.count, residual(lam))
         # a system with no solution in the numbers (overflow): outside [0, 1], so that the
-        # entry leaves the sliding set at the next step
+        # next step start forms the system again (`step_args`' reuse test)
         return jnp.where(jnp.isfinite(lam), lam, 2.0), inverse, pinned, bound
 
     def sliding_lambda(self, p, held):
