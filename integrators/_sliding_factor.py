@@ -279,15 +279,33 @@ def _sliding_factor(G, mode, previous=None) -> _SlidingFactor:
 
 def _refactor(frame, mode) -> _SlidingFactor:
     """`_sliding_factor(frame.G, mode)` from `frame.factor`, or `frame.factor` where `mode`
-    slides on the same entries as `frame.mode` (the factor depends on the sliding sets alone):
-    a kink event that changes no sliding set forms no inverses (before, four per event, most
-    of its time at c = 1e-6, n = 64, where the sets reach 64 entries), and one that changes a
-    few entries updates them."""
-    # (same sets in the whole batch: the same block size, `_branch`; `frame.factor` is that of
-    # `frame.mode` in the batch's block size, which `_batch_block` keeps where members differ)
-    same = ~eqxi.unvmap_any(jnp.any((mode == SLIDING) != (frame.mode == SLIDING)))
+    slides on the same entries as `frame.mode` (the factor depends on the sliding sets alone)
+    and the factor is in the batch's block size: a kink event that changes no sliding set
+    forms no inverses (before, four per event, most of its time at c = 1e-6, n = 64, where the
+    sets reach 64 entries), and one that changes a few entries updates them. Under vmap a
+    member without a kink event keeps its factor while the others' sets can change the
+    batch's block size (`_branch`, the largest set of any member): it would read a block it
+    never filled (zero weights, finite: no fallback sees them), so it is formed again."""
+    S = mode == SLIDING
+    same = ~eqxi.unvmap_any(jnp.any(S != (frame.mode == SLIDING)))
+    same &= ~eqxi.unvmap_any(frame.factor.branch != _branch(S))
     return _in_place(
         ~same, lambda f: _sliding_factor(frame.G, mode, (f, frame.mode == SLIDING)), frame.factor
+    )
+
+
+def _no_sliding(G, m) -> _SlidingFactor:
+    """The `_SlidingFactor` of a pattern with no sliding entry (branch 0: nothing to invert),
+    with every slot in place for the patterns after it: what `_sliding_factor` gives there,
+    without a program that forms inverses."""
+    n = G.shape[0]
+    sizes = _sizes(n)
+    slots = sizes + ([n] if n <= _FULL else [])
+    return _SlidingFactor(
+        tuple(jnp.zeros((m, k), jnp.int32) for k in sizes),
+        tuple(jnp.zeros((m, k, k), G.dtype) for k in slots),
+        jnp.zeros((), jnp.int32),
+        jnp.zeros((m,), jnp.int32),
     )
 
 
@@ -297,15 +315,3 @@ def _in_place(pred, f, x):
     n = 256, were copied several times per kink event: half of an event's time). Under vmap
     a batched `pred` runs f for the whole batch and selects, as lax.cond does."""
     return jax.lax.while_loop(lambda c: c[0], lambda c: (jnp.asarray(False), f(c[1])), (pred, x))[1]
-
-
-def _batch_block(factor, G, mode) -> _SlidingFactor:
-    """`factor` (of `mode`), formed again where its block size is not the batch's: under vmap
-    a member without a kink event keeps its factor while the others' sets can change the
-    batch's size (`_branch`, the largest set of any member), and it would read a block it
-    never filled (zero weights, finite: no fallback sees them)."""
-    return jax.lax.cond(
-        eqxi.unvmap_any(factor.branch != _branch(mode == SLIDING)),
-        lambda: _sliding_factor(G, mode),
-        lambda: factor,
-    )

@@ -348,7 +348,7 @@ def _classify(state, frame, candidates):
 
     zeros = jnp.zeros(mode.shape, frame.G.dtype)
     c0 = dict(
-        pending=mode, phase=_phase(0), before=mode, changing=jnp.asarray(True),
+        pending=mode, phase=_phase(0), before=mode, changing=jnp.any(candidates),
         live=jnp.asarray(True), released=jnp.zeros_like(candidates), rounds=_phase(0),
         d=(zeros, zeros),
     )  # fmt: skip

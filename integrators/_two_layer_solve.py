@@ -11,7 +11,7 @@ from theory import RESULTS, name_nonfinite
 from theory.numerics import default_controller, diffeqsolve
 
 from ._illinois import _TimeIllinois
-from ._sliding_factor import ACTIVE, INACTIVE, SLIDING, _batch_block, _sliding_factor
+from ._sliding_factor import ACTIVE, INACTIVE, SLIDING, _no_sliding
 from ._two_layer_field import (
     _KINK_TOL,
     _classify,
@@ -116,10 +116,13 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> dict:
         result = name_nonfinite(result, final, _vector_field(sol.ts[1][-1], final, frame))
         return sol.ts[1][-1], final, stopped, saved, result, sol.stats, frame
 
-    def new_pattern(state, frame, initial):
+    def new_pattern(state, frame, initial, pending):
         """The pattern after the event that ended a segment (`frame`: the segment's), or at
         t = 0 (`initial`), where the entries exactly on their kinks are classified like any
-        other kink event."""
+        other kink event. Without an event (not `pending`: the segment reached its window's
+        end) nothing is classified, and the factor is only brought to the batch's block size
+        (`_refactor`): one classification, and one factorization, in the program (they are
+        most of what two_layer_flow compiles)."""
         mode = frame.mode
         _, pz, _, sigma, _, g_z = _field_parts(*state, frame)  # one solve for sigma
         dist = _distance_of(mode, pz, sigma)
@@ -130,6 +133,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> dict:
         towards = ((mode == ACTIVE) & (vel < 0)) | ((mode == INACTIVE) & (vel > 0))
         near = (dist <= _KINK_TOL * rtol) & (towards | (mode == SLIDING))
         candidates = jnp.where(initial, state[1][:, 1:] == 0, first | near | (dist < 0))
+        candidates &= pending
         state, mode, entered, factor = _classify(state, frame, candidates)
         return state, mode, entered.astype(jnp.int32), factor
 
@@ -143,7 +147,7 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> dict:
     # t = 0 the kinks of the init), then solves to the next event: one classification in
     # the program (it is most of what two_layer_flow compiles)
     carry0 = dict(
-        t=ts[0], state=state0, mode=mode0, factor=_sliding_factor(G, mode0),
+        t=ts[0], state=state0, mode=mode0, factor=_no_sliding(G, m),
         pending=jnp.asarray(True), initial=jnp.asarray(True), saved=blank,
         filled=jnp.zeros((T,), bool), result=RESULTS.successful, events=zero, entries=zero,
         steps=zero, accepted=zero, rejected=zero, done=jnp.asarray(False),
@@ -154,14 +158,9 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> dict:
         return ~c["done"]
 
     def body(c):
-        state, mode, entered, factor = jax.lax.cond(
-            c["pending"],
-            lambda: new_pattern(
-                c["state"], _Frame(G, y, tau, c["mode"], slow, c["factor"]), c["initial"]
-            ),
-            lambda: (c["state"], c["mode"], zero, c["factor"]),
+        state, mode, entered, factor = new_pattern(
+            c["state"], _Frame(G, y, tau, c["mode"], slow, c["factor"]), c["initial"], c["pending"]
         )
-        factor = _batch_block(factor, G, mode)
         start = jnp.minimum(jnp.sum(c["filled"]), T - window)  # saved times are a prefix
         ts_win = jax.lax.dynamic_slice_in_dim(ts, start, window)
         t1, final, stopped, saved, result, stats, frame = segment(

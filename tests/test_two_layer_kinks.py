@@ -265,7 +265,7 @@ def test_a_member_without_an_event_reads_the_batch_block_under_vmap():
     def step(event, mode_old, mode_new, factor_old):
         factor = jax.lax.cond(event, lambda: SF._sliding_factor(G, mode_new), lambda: factor_old)
         mode = jnp.where(event, mode_new, mode_old)
-        factor = SF._batch_block(factor, G, mode)
+        factor = SF._refactor(_frame(G, mode, factor), mode)
         weights = F._sliding_weights(r, _frame(G, mode, factor))
         return weights, F._sliding_weights(r, _frame(G, mode))
 
