@@ -158,6 +158,8 @@ CASES = {
     "mass_equilibrium": [
         (lambda: T.mass_equilibrium(c0=0.0, r=2, weight_decay=1.0), ValueError, "c0"),
         (lambda: T.mass_equilibrium(c0=1.0, r=-4, weight_decay=0.0), ValueError, "`r`"),
+        # the weight decay outweighs the target: no positive fixed point (was -46.0, silent)
+        (lambda: T.mass_equilibrium(c0=1, r=4, weight_decay=100), ValueError, "must be > 0"),
     ],
     "mass_ode": [
         (

@@ -55,6 +55,21 @@ def test_final_saddle_is_the_minimum_l1_interpolator():
         assert np.all(np.diff(np.asarray(sol.losses[:k])) < 0)
 
 
+def test_jumps_are_scale_free_in_labels_and_inputs():
+    # the jump times scale as 1 / (X^T y): ties are told apart relative to that scale (an
+    # absolute 1e-12 merged every jump of labels x 1e20, the l1 norm 31% above the LP's)
+    X = jax.random.normal(jax.random.PRNGKey(2), (3, 6))
+    y = X[:, :2] @ jnp.array([1.0, -2.0])
+    base = diagonal_jumps(X, y)
+    l1 = np.abs(_min_l1(X, y)).sum()
+    assert base.ok and int(base.num_jumps) == 3
+    for sy, sx in ((1e20, 1.0), (1.0, 1e100), (1e-100, 1.0), (1e150, 1.0)):
+        sol = diagonal_jumps(X * sx, y * sy)
+        assert sol.ok and int(sol.num_jumps) == 3, (sy, sx)
+        np.testing.assert_allclose(float(sol.l1_norm), l1 * sy / sx, rtol=1e-12)
+        np.testing.assert_allclose(sol.times[:3] * sy * sx, base.times[:3], rtol=1e-12)
+
+
 def test_jumps_converge_to_the_flow_at_rate_one_over_log_inverse_alpha():
     X, y = _sparse_problem()
     pred = diagonal_jumps(X, y)
@@ -86,6 +101,24 @@ def test_first_jump_finite_alpha_correction():
         limit_error = abs(measured - t1)
         corrected_error = abs(measured - float(pred.first_time_finite_alpha(alpha)))
         assert corrected_error < 2e-4 and corrected_error < limit_error / 20
+
+
+def test_first_time_finite_alpha_range_subnormals_and_no_jump():
+    sol = diagonal_jumps(jnp.eye(2), jnp.array([2.0, -1.0]))
+    # the closed form at alpha = 1e-320 (subnormal: XLA would flush it to 0 and give t_1)
+    r, cap = float(sol.first_rate), float(sol.first_capacity)
+    expected = float(sol.times[0]) + (np.log(cap) - np.log1p(np.sqrt(2))) / (
+        4 * r * -np.log(1e-320)
+    )
+    assert abs(float(sol.first_time_finite_alpha(1e-320)) - expected) < 1e-15
+    assert float(sol.first_time_finite_alpha(1e-320)) != float(sol.times[0])
+    for alpha in (1.0, 2.0, 0.0, -0.5):
+        with pytest.raises(ValueError, match="`alpha` must lie in"):
+            sol.first_time_finite_alpha(alpha)
+    with pytest.raises(ValueError, match="`alpha` must have shape"):
+        sol.first_time_finite_alpha(jnp.array([0.1, 0.2]))
+    # no coordinate ever jumps (X^T y = 0): inf, not nan
+    assert np.isposinf(diagonal_jumps(jnp.eye(2), jnp.zeros(2)).first_time_finite_alpha(0.1))
 
 
 @pytest.mark.slow

@@ -22,7 +22,9 @@ from .checks import (
 def mass_equilibrium(*, c0, r, weight_decay):
     """alpha~* = r - lambda / (2 c_0^2), the fixed point of the degree-0 mass ODE: stage 0's
     leading term. Later stages hold more mass (every Hermite order's energy counts; at r = 4,
-    lambda = 2, |z|: 2.625 against 2.429): see `stage_equilibria`.
+    lambda = 2, |z|: 2.625 against 2.429): see `stage_equilibria`. Where the weight decay
+    outweighs the target (alpha~* <= 0) the mass has no positive fixed point and decays to 0:
+    refused (`ValueError`), as `mass_ode` refuses it.
 
     >>> mass_equilibrium(c0=1.0, r=4, weight_decay=2.0)
     3.0
@@ -30,11 +32,7 @@ def mass_equilibrium(*, c0, r, weight_decay):
     c0 = check_positive("c0", c0)
     r = check_positive_int("r", r)  # the number of target directions
     weight_decay = check_positive("weight_decay", weight_decay, allow_zero=True)
-    return r - weight_decay / c0 / c0 / 2.0  # c0 = 1e200 or 1e-200: no pow overflow, no 0/0
-
-
-def _positive_equilibrium(c0, r, weight_decay):
-    K = mass_equilibrium(c0=c0, r=r, weight_decay=weight_decay)
+    K = r - weight_decay / c0 / c0 / 2.0  # c0 = 1e200 or 1e-200: no pow overflow, no 0/0
     message = (
         "the mass equilibrium r - weight_decay / (2 c_0^2) must be > 0 (the weight decay "
         f"outweighs the target's mean), got r = {r}, weight_decay = {weight_decay}"

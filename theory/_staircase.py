@@ -30,7 +30,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ._diffeqsolve import diffeqsolve
-from ._equilibria import _positive_equilibrium
+from ._equilibria import mass_equilibrium
 from ._hermite import hermite_coefficients
 from ._solution import RESULTS, AbstractSolution, diffrax_stats, name_nonfinite
 from .checks import (
@@ -94,7 +94,7 @@ def mass_ode(alpha0, ts: Float[Array, " T"], *, c0, r, weight_decay) -> Float[Ar
     """  # noqa: E501
     alpha0 = check_positive("alpha0", alpha0)
     ts = check_finite("ts", ts)
-    K = _positive_equilibrium(c0, r, weight_decay)
+    K = mass_equilibrium(c0=c0, r=r, weight_decay=weight_decay)
     rate = (c0 * c0) * K  # inf at c0 = 1e200: then exp(-inf * 0) must read 1 at t = 0
     x = jnp.where(ts != 0, 4.0 * rate * jnp.where(ts != 0, ts, 1.0), 0.0)  # t < 0: backwards
     # K / (1 - e^-x + (K / alpha0) e^-x): no cancellation for alpha0 >> K (1e200 gave inf at
