@@ -236,10 +236,25 @@ def two_layer_flow(
         check_finite("X", inexact(X, dtype, name="X")),
         check_finite("y", inexact(y, dtype, name="y")),
     )
+    gram = X @ X.T
     X = check_value(
         X,
-        jnp.all(jnp.isfinite(X @ X.T)),
+        jnp.all(jnp.isfinite(gram)),
         "`X` X^T overflows (inputs near 1e154 or larger): scale the inputs",
+    )
+    # products below the smallest normal number are flushed to 0 inside XLA (X x 1e-160 was
+    # ok and 23% off the unscaled flow): the Gram's scale must stay clear of them
+    floor = float(jnp.finfo(dtype).tiny / jnp.finfo(dtype).eps)
+    X = check_value(
+        X,
+        jnp.max(jnp.abs(gram)) >= floor,
+        f"`X` X^T underflows (its largest entry is below {floor:.0e}: inputs near 1e-146 or "
+        "smaller, whose products XLA flushes to 0): scale the inputs",
+    )
+    y = check_value(
+        y,
+        jnp.isfinite(jnp.sum(y * y)),
+        "`y` overflows the loss (labels near 1e154 or larger: sum y^2 is inf): scale the labels",
     )
     ts = check_time_grid("ts", ts, dtype)
     tau = check_time_scale(time_scale, dtype)

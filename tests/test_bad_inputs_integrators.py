@@ -244,6 +244,10 @@ CASES["two_layer_flow"] = [
     (lambda: I.two_layer_flow(X2, Y2, NET, TS, max_kink_events=0), ValueError, "max_kink"),
     (lambda: I.two_layer_flow(X2, Y2, NET, TS, gram_tol=-1.0), ValueError, "gram_tol"),
     (lambda: I.two_layer_flow(X2, Y2, NET, TS, atol=-1.0), ValueError, "atol"),
+    # products that XLA flushes to 0 (was ok and 23% off the unscaled flow), and labels whose
+    # loss overflows (was "increase max_steps")
+    (lambda: I.two_layer_flow(X2 * 1e-160, Y2, NET, TS), ValueError, "X` X.T underflows"),
+    (lambda: I.two_layer_flow(X2, Y2 * 1e200, NET, TS), ValueError, "`y` overflows the loss"),
     (
         lambda: I.two_layer_flow(X2, Y2, TwoLayerReLU(jnp.zeros(0), jnp.zeros((0, 2))), TS),
         ValueError,
