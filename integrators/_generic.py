@@ -389,6 +389,10 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
         last = HoldArgs.held_args(sol.solver_state)
         result = RESULTS.where(last.overflow, RESULTS.kink_limited, result)
         stats.update(flow.stats(last))
+    # a loss or gradient norm that overflows where the state is finite (parameters near 1e200
+    # with a quadratic loss) is not a successful solve: its saves are inf
+    overflow = ~(jnp.all(jnp.isfinite(saved[0])) & jnp.all(jnp.isfinite(saved[1])))
+    result = RESULTS.where(overflow & (result == RESULTS.successful), RESULTS.nonfinite, result)
     small = _below_tolerance(params, scale, floor)
     result = RESULTS.where(small & (result == RESULTS.successful), RESULTS.below_tolerance, result)
     return GradientFlowSolution(

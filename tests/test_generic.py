@@ -228,3 +228,21 @@ def test_a_second_call_with_new_values_compiles_nothing():
     finally:
         jax.monitoring.unregister_event_duration_listener(listener)
     assert sol.ok and compiles == []
+
+
+def test_an_overflowing_loss_is_reported_while_the_state_is_finite():
+    # parameters near 1e200 with a quadratic loss: the flow itself is finite (p e^-t), its
+    # loss and gradient norm overflow; that is not a successful solve (was ok, inf saved)
+    class P(eqx.Module):
+        p: jax.Array
+
+    def loss(m, args):
+        return jnp.sum(m.p**2) / 2
+
+    ts = jnp.linspace(0.0, 1.0, 3)
+    sol = gradient_flow(P(jnp.array([1e200, 1.0])), loss, ts)
+    assert sol.result == RESULTS.nonfinite and not sol.ok
+    assert np.all(np.isfinite(np.asarray(sol.model.p)))
+    fine = gradient_flow(P(jnp.array([1e100, 1.0])), loss, ts)
+    assert fine.ok
+    np.testing.assert_allclose(fine.loss, 0.5e200 * np.exp(-2 * np.asarray(ts)), rtol=1e-7)
