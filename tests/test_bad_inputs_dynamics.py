@@ -85,6 +85,14 @@ CASES = {
         ),
         (lambda: D.teacher_student_loss(TS_NET, TS_NET, nodes=2), ValueError, "nodes"),
         (lambda: D.teacher_student_loss(TS_NET, TS_NET, nodes=8.5), ValueError, "nodes"),
+        # numpy's weights overflow from 380 nodes (the loss was nan)
+        (lambda: D.teacher_student_loss(TS_NET, TS_NET, nodes=400), ValueError, "nodes"),
+        # second moments past float's range (the loss was nan)
+        (
+            lambda: D.teacher_student_loss(D.TwoLayerNet(jnp.eye(2) * 1e200, jnp.ones(2)), TS_NET),
+            ValueError,
+            "overflows",
+        ),
     ],
     "teacher_student_quadrature_error": [
         (lambda: D.teacher_student_quadrature_error(TS_NET, NET2), ValueError, "TwoLayerNet"),
