@@ -237,11 +237,7 @@ MAX_NODES = 360
 def _checked(model, teacher, nodes, most=MAX_NODES):
     model = _check_net("model", model)
     teacher = _check_net("teacher", teacher, model.W.shape[1])
-    if (
-        not isinstance(nodes, int | np.integer)
-        or isinstance(nodes, bool)
-        or not 4 <= nodes <= most
-    ):
+    if not isinstance(nodes, int | np.integer) or isinstance(nodes, bool) or not 4 <= nodes <= most:
         raise ValueError(
             f"`nodes` must be an integer from 4 to {most} (Gauss-Hermite weights overflow "
             f"beyond), got {nodes!r}"

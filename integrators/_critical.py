@@ -281,7 +281,23 @@ def escape_saddle(
             f"(not below -eig_tol x ||H||, ||H|| = {float(spectrum.scale):.3e}): not a saddle"
         )
     flat, f, rebuild = _flat(model, loss, args)
+    if spectrum.vectors.shape[-1] != dim:
+        raise ValueError(
+            f"`spectrum` has vectors of {spectrum.vectors.shape[-1]} parameters and `model` has "
+            f"{dim}: compute it at this model"
+        )
     v = spectrum.vectors[0]
+    # the pair must be one at this model (a spectrum from another point moved it along a
+    # direction of no meaning): its residual here, against its own (or 1e-6 ||H||)
+    hv = jax.jvp(jax.grad(f), (flat,), (v,))[1]
+    here = jnp.linalg.norm(hv - lam * v)
+    own = 0.0 if spectrum.residuals is None else spectrum.residuals[0]
+    bound = 10.0 * own + 1e-6 * spectrum.scale
+    if not bool(here <= bound):
+        raise ValueError(
+            f"`spectrum` was not computed at `model`: its eigenpair (lambda = {float(lam):.3e}) "
+            f"has residual ||H v - lambda v|| = {float(here):.3e} here, above {float(bound):.3e}"
+        )
     step = distance * jnp.maximum(1.0, jnp.linalg.norm(flat) / jnp.sqrt(dim))
     plus, minus = flat + step * v, flat - step * v
     x = jnp.where(f(plus) <= f(minus), plus, minus)

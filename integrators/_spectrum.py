@@ -130,7 +130,10 @@ def _dense_spectrum(model, loss, args, k, eig_tol):
     jax."""
     H, finite_point = _dense_hessian(model, loss, args)
     dim = H.shape[0]
-    xp = jnp if isinstance(H, jax.core.Tracer) else np
+    # traced if either is (under vmap over a model of constant curvature H is concrete and
+    # only the point's finiteness is batched: bool() of it failed)
+    traced = isinstance(H, jax.core.Tracer) or isinstance(finite_point, jax.core.Tracer)
+    xp = jnp if traced else np
     Hx = H if xp is jnp else np.asarray(H)
     finite_h = xp.all(xp.isfinite(Hx)) & (finite_point if xp is jnp else bool(finite_point))
     Hx = xp.where(finite_h, Hx, 0.0)  # LAPACK is not asked to decompose a NaN matrix

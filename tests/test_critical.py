@@ -191,6 +191,30 @@ def test_escape_saddle_then_flow_goes_downhill():
     np.testing.assert_allclose(jnp.abs(sol.model.p), [1.0, 0.0], atol=1e-5)
     with pytest.raises(ValueError, match="not a saddle"):
         escape_saddle(P(jnp.array([1.0, 0.0])), loss)
+    # a spectrum must be the model's: one from another point, or of another size, is refused
+    # (it moved the model along a direction of no meaning there)
+    here = hessian_spectrum(saddle, loss, k=1)
+    assert float(escape_saddle(saddle, loss, spectrum=here)[1]) == pytest.approx(-4.0)
+
+    def tilted(m, a):
+        return loss(m, a) + 0.3 * m.p[0] * m.p[1] ** 2
+
+    elsewhere = hessian_spectrum(P(jnp.array([0.3, 0.5])), tilted, k=1)
+    with pytest.raises(ValueError, match="not computed at `model`"):
+        escape_saddle(saddle, tilted, spectrum=elsewhere)
+    bigger = hessian_spectrum(*_quadratic([-1.0, 1.0, 2.0]), k=1)
+    with pytest.raises(ValueError, match="has vectors of 3 parameters"):
+        escape_saddle(saddle, loss, spectrum=bigger)
+
+
+def test_dense_spectrum_under_filter_vmap_where_the_curvature_is_constant():
+    # H does not depend on the batched point (a quadratic): only the point's finiteness is
+    # batched, which the eager path read with bool() (TracerBoolConversionError)
+    model, loss = _quadratic([-1.0, 2.0, 3.0])
+    batch = P(jnp.stack([model.p, model.p + 1.0]))
+    out = eqx.filter_vmap(lambda m: hessian_spectrum(m, loss))(batch)
+    np.testing.assert_allclose(out.eigenvalues, [[-1.0, 2.0, 3.0]] * 2, atol=1e-12)
+    assert out.morse_index.tolist() == [1, 1] and bool(jnp.all(out.ok))
 
 
 @pytest.mark.slow
