@@ -46,7 +46,8 @@ class CriticalPointSolution(AbstractSolution):
       minimum, >= 1: a saddle; `spectrum.morse_exact` says whether it is exact or a lower
       bound).
     - `result`: successful when ||grad||_2 < `tol`; else why it stopped: `max_steps_reached`,
-      `stalled` or `nonfinite_point`. Whether the Morse index is certain is the spectrum's
+      `unbounded` (the steps ran out while the iterate's norm grew past 1e20 times its start:
+      a loss with no minimum there), `stalled` or `nonfinite_point`. Whether the Morse index is certain is the spectrum's
       to say: `morse_exact` (its residuals place each of the smallest Ritz values on one
       side of the threshold, and one of them above it), and `spectrum.result`
       (`unconverged_eigenvalues` where Lanczos ran out of restarts).
@@ -154,13 +155,15 @@ def _critical_core(model, loss, args, kind, tol, max_steps, max_iter, eig_tol, s
         k, steps_, block, tol_l, restarts, key = spectrum_opts
         spectrum = _lanczos_at(f, x, k, steps_, block, tol_l, restarts, eig_tol, key)
     converged = finite & (gnorm < tol)
+    # steps that ran out while the iterate ran away (no minimum to reach): not a budget
+    # that more steps would cure
+    away = jnp.linalg.norm(x) > 1e20 * jnp.maximum(jnp.linalg.norm(flat), 1.0)
+    spent = RESULTS.where(away, RESULTS.unbounded, RESULTS.max_steps_reached)
     result = RESULTS.where(
         ~finite,
         RESULTS.nonfinite_point,
         RESULTS.where(
-            converged,
-            RESULTS.successful,
-            RESULTS.where(stalled, RESULTS.stalled, RESULTS.max_steps_reached),
+            converged, RESULTS.successful, RESULTS.where(stalled, RESULTS.stalled, spent)
         ),
     )
     return CriticalPointSolution(

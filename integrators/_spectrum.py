@@ -32,8 +32,8 @@ def _check_model_and_loss(model, loss, args):
         raise ValueError(f"`loss` must be callable as loss(model, args), got {loss!r}")
     params = eqx.filter(model, eqx.is_inexact_array)
     leaves = jax.tree_util.tree_leaves(params)
-    if not leaves:
-        raise ValueError("`model` has no inexact arrays (theta is empty)")
+    if not leaves or sum(leaf.size for leaf in leaves) == 0:
+        raise ValueError("`model` has no parameters (its inexact arrays are empty: theta is empty)")
     dtypes = {leaf.dtype for leaf in leaves}
     if len(dtypes) > 1:
         raise ValueError(

@@ -58,6 +58,7 @@ CASES = {
     "bayes_error": [
         (lambda: T.bayes_error(1.0, label_noise=np.float32(0.7)), ValueError, "label_noise"),
         (lambda: T.bayes_error(1.0, noise_scale=-1.0), ValueError, "noise_scale"),
+        (lambda: jax.jit(lambda d: T.bayes_error(1.0, dof=d))(5.0), ValueError, "known outside"),
     ],
     "effective_direction": [
         (lambda: T.effective_direction(jnp.ones((2, 3)), jnp.ones(3)), ValueError, "`a`")
@@ -295,7 +296,7 @@ CASES["mixture_test_error"] += [
 CASES["bayes_error"] += [
     (lambda: T.bayes_error(-1.0), ValueError, "signal"),
     (lambda: T.bayes_error(1.0, dof=2.0), ValueError, "dof"),
-    (lambda: T.bayes_error(1.0, dof=jnp.array(3.0)), ValueError, "dof"),
+    (lambda: T.bayes_error(1.0, dof=jnp.array([3.0, 4.0])), ValueError, "dof"),
 ]
 CASES["margin_conditions"] = [
     (lambda: T.margin_conditions(X2, A2[:, None], 0.1), ValueError, "`y`"),

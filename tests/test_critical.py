@@ -309,3 +309,12 @@ def test_plateau_hessian_unstable_rates_are_algorithm_1s():
     settled = np.all(active == support, axis=1) & support.any(axis=1)
     assert settled.sum() >= 4
     np.testing.assert_allclose(blocks[settled], np.asarray(pred.rates[0])[settled], rtol=1e-12)
+
+
+def test_a_loss_without_a_minimum_is_said_to_be_unbounded():
+    # was "increase max_steps": the iterate ran to a norm of 1e149
+    for loss in (lambda m, a: jnp.sum(m.p), lambda m, a: -jnp.sum(m.p**2)):
+        sol = critical_point(P(jnp.array([0.5, 0.2])), loss, kind="minimum")
+        assert sol.result == RESULTS.unbounded and not sol.ok
+    with pytest.raises(ValueError, match="`model` has no parameters"):
+        critical_point(P(jnp.zeros(0)), lambda m, a: jnp.sum(m.p))

@@ -29,7 +29,7 @@ def _min_l1(X, y):
 
 def test_orthogonal_coordinates_jump_once_each_in_order():
     short = diagonal_jumps(jnp.eye(3), jnp.array([0.5, -3.0, 1.0]), max_jumps=2)
-    assert short.result == RESULTS.max_steps_reached and not short.ok
+    assert short.result == RESULTS.max_jumps_reached and not short.ok
     y = jnp.array([0.5, -3.0, 1.0])
     sol = diagonal_jumps(jnp.eye(3), y)
     assert sol.ok and int(sol.num_jumps) == 3
@@ -148,8 +148,8 @@ def test_vmap_over_datasets_and_padding():
         k = int(one.num_jumps)
         assert (one.betas[k:] == one.final_beta).all()
     short = diagonal_jumps(Xs[0], ys[0], max_jumps=2)
-    assert short.result == RESULTS.max_steps_reached and not short.ok
-    with pytest.raises(Exception, match="max_steps"):
+    assert short.result == RESULTS.max_jumps_reached and not short.ok
+    with pytest.raises(Exception, match="max_jumps"):
         diagonal_jumps(Xs[0], ys[0], max_jumps=2, throw=True)
 
 

@@ -194,3 +194,12 @@ def test_kkt_residual_certifies_gd_limit_and_refuses_non_separating():
     # a W that does not separate the data has no KKT residual, and says so
     bad = kkt_residual(-sol.trajectory.W[-1], net.a, X, y, 0.1)
     assert not bool(bad.ok) and bool(jnp.isinf(bad.residual))
+
+
+def test_bayes_error_takes_dof_as_a_0d_array():
+    # a valid dof=jnp.array(5.0) was refused (only Python and NumPy scalars were taken)
+    from theory import bayes_error
+
+    expected = bayes_error(1.0, dof=5)
+    assert bayes_error(1.0, dof=jnp.array(5.0)) == expected
+    assert bayes_error(1.0, dof=np.int64(5)) == expected

@@ -84,7 +84,7 @@ class DiagonalJumpsSolution(AbstractSolution):
     - `first_time_finite_alpha(alpha)`: the first jump's time at finite alpha (the loss
       midpoint crossing; module docstring).
     - `result`: `successful` when the process stopped (no inactive coordinate moves),
-      `max_steps_reached` when `max_jumps` jumps did not reach the end, `nonfinite` when a
+      `max_jumps_reached` when `max_jumps` jumps did not reach the end, `nonfinite` when a
       constrained fit failed (a singular active set); `stats`: jumps and NNQP steps.
     """
 
@@ -273,7 +273,7 @@ def _jumps(X, y, max_jumps: int, tol):
     result = RESULTS.where(
         c["failed"],
         RESULTS.nonfinite,
-        RESULTS.where(c["done"], RESULTS.successful, RESULTS.max_steps_reached),
+        RESULTS.where(c["done"], RESULTS.successful, RESULTS.max_jumps_reached),
     )
     return DiagonalJumpsSolution(
         result=result,

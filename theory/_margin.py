@@ -43,6 +43,7 @@ from .checks import (
     check_positive_int,
     check_shape,
     check_value,
+    is_concrete,
     inexact,
 )
 
@@ -363,6 +364,13 @@ def bayes_error(signal, noise_scale=1.0, label_noise=0.0, *, dof=None):
     signal = check_positive("signal", signal, allow_zero=True)  # ||mu||, a norm
     python = isinstance(signal, float | int) and isinstance(noise_scale, float | int)
     if dof is not None:
+        if is_concrete(dof) and np.ndim(dof) == 0 and np.asarray(dof).dtype.kind in "iuf":
+            dof = float(np.asarray(dof))  # a 0-d array (it selects the formula: concrete)
+        elif not is_concrete(dof):
+            raise ValueError(
+                "`dof` must be a number known outside `jit` (it selects the formula), got a "
+                "traced value"
+            )
         real = isinstance(dof, int | float | np.integer | np.floating) and not isinstance(dof, bool)
         if not (real and math.isfinite(dof) and dof > 2):
             raise ValueError(f"`dof` must be a finite number > 2 (finite variance), got {dof!r}")

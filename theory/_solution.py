@@ -57,6 +57,14 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "(a local minimum of ||grad L|| that is not a critical point, a point where the loss is "
         "not smooth, or `tol` below what the dtype resolves)."
     )
+    max_jumps_reached = (
+        "The jump process did not reach its end within `max_jumps` jumps: raise `max_jumps`."
+    )
+    unbounded = (
+        "The loss decreases without bound from this start: the iterate's norm grew past 1e20 "
+        "times its start (or 1e20) with no critical point in reach (a loss with no minimum, "
+        "or none along this path)."
+    )
     unconverged_eigenvalues = (
         "Lanczos did not converge every requested eigenvalue to `tol` within `max_restarts` "
         "restarts (`residuals` says how far each is): raise `max_restarts` or `steps`."
