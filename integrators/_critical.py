@@ -47,10 +47,10 @@ class CriticalPointSolution(AbstractSolution):
       bound).
     - `result`: successful when ||grad||_2 < `tol`; else why it stopped: `max_steps_reached`,
       `unbounded` (the steps ran out while the iterate's norm grew past 1e20 times its start:
-      a loss with no minimum there), `stalled` or `nonfinite_point`. Whether the Morse index is certain is the spectrum's
-      to say: `morse_exact` (its residuals place each of the smallest Ritz values on one
-      side of the threshold, and one of them above it), and `spectrum.result`
-      (`unconverged_eigenvalues` where Lanczos ran out of restarts).
+      a loss with no minimum there), `stalled` or `nonfinite_point`. Whether the Morse index
+      is certain is the spectrum's to say: `morse_exact` (its residuals place each of the
+      smallest Ritz values on one side of the threshold, and one of them above it), and
+      `spectrum.result` (`unconverged_eigenvalues` where Lanczos ran out of restarts).
     - `stats`: `num_steps` (Newton steps, accepted or not), `num_hvps` (Hessian-vector
       products of the polish), `num_accepted_steps`.
 

@@ -43,8 +43,8 @@ from .checks import (
     check_positive_int,
     check_shape,
     check_value,
-    is_concrete,
     inexact,
+    is_concrete,
 )
 
 
