@@ -19,27 +19,34 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics import TwoLayerReLU
+from dynamics import LeakyReLUNet, TwoLayerNet, TwoLayerReLU
 
 
 def neuron_units(model) -> eqx.Module:
     """Unit labels for `gradient_flow(..., units=)`: one unit per neuron.
 
-    - `dynamics.TwoLayerReLU`: neuron j is (a_j, w_j).
+    - `dynamics.TwoLayerReLU`, `TwoLayerNet` (teacher-student) and `LeakyReLUNet`: neuron j
+      is (a_j, w_j), with its bias b_j where the net has biases.
     - `eqx.nn.MLP`: every neuron of every layer is its row of the layer's weight and its
       bias (its incoming parameters), numbered layer by layer.
 
     Returns a pytree shaped like the model's inexact arrays, holding integer labels.
 
-    >>> from dynamics import TwoLayerReLU
+    >>> from dynamics import LeakyReLUNet, TwoLayerNet, TwoLayerReLU
     >>> units = neuron_units(TwoLayerReLU(jnp.ones(2), jnp.ones((2, 3))))
     >>> units.a.tolist(), units.W.tolist()
     ([0, 1], [[0, 0, 0], [1, 1, 1]])
     """
-    if isinstance(model, TwoLayerReLU):
+    if isinstance(model, TwoLayerReLU | TwoLayerNet | LeakyReLUNet):
         m, d = model.W.shape
         j = jnp.arange(m)
-        return eqx.tree_at(lambda t: (t.a, t.W), model, (j, jnp.broadcast_to(j[:, None], (m, d))))
+        params = eqx.filter(model, eqx.is_inexact_array)
+        labels = eqx.tree_at(
+            lambda t: (t.a, t.W), params, (j, jnp.broadcast_to(j[:, None], (m, d)))
+        )
+        if getattr(model, "b", None) is not None:
+            labels = eqx.tree_at(lambda t: t.b, labels, j)
+        return labels
     if isinstance(model, eqx.nn.MLP):
         start, layers = 0, []
         for layer in model.layers:
@@ -59,7 +66,8 @@ def neuron_units(model) -> eqx.Module:
         params = eqx.filter(model, eqx.is_inexact_array)
         return eqx.tree_at(lambda mlp: mlp.layers, params, tuple(layers))
     raise ValueError(
-        f"`model` must be a TwoLayerReLU or an eqx.nn.MLP for neuron_units, got "
+        "`model` must be a TwoLayerReLU, TwoLayerNet, LeakyReLUNet or eqx.nn.MLP for "
+        f"neuron_units, got "
         f"{type(model).__name__}: pass `units` as integer labels shaped like its arrays"
     )
 
