@@ -251,10 +251,8 @@ def test_an_overflowing_loss_is_reported_while_the_state_is_finite():
 def test_neuron_units_of_the_teacher_student_and_leaky_nets():
     # the engine's own teacher-student TwoLayerNet was refused
     from dynamics import LeakyReLUNet, TwoLayerNet
-    from dynamics.unchecked import teacher_student_loss
     from integrators import neuron_units
 
-    teacher = TwoLayerNet(jnp.eye(2), jnp.ones(2), b=jnp.array([0.1, -0.2]))
     W = 1e-6 * jax.random.normal(jax.random.PRNGKey(0), (3, 2))
     student = TwoLayerNet(W, 1e-6 * jnp.ones(3), b=1e-6 * jnp.ones(3))
     units = neuron_units(student)
