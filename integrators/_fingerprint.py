@@ -77,21 +77,84 @@ def _feed(h, x, root_module, depth, seen) -> None:
         _feed(h, dict(x.keywords), root_module, depth, seen)
     elif isinstance(x, types.FunctionType):
         _feed_function(h, x, root_module, depth, seen)
+    elif isinstance(x, types.MethodType):  # a bound method: its function and its instance
+        _update(h, "method")
+        _feed(h, x.__func__, root_module, depth, seen)
+        _feed(h, x.__self__, root_module, depth + 1, seen)
     elif isinstance(x, types.ModuleType):
         _update(h, "module", x.__name__.encode())
-    elif isinstance(x, type) or callable(x) and not _is_pytree_node(x):
-        _update(
-            h, "named", f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', '')}".encode()
-        )
+    elif isinstance(x, type):
+        _update(h, "named", f"{x.__module__}.{x.__qualname__}".encode())
+    elif callable(x) and callable(getattr(x, "__wrapped__", None)) and not _is_pytree_node(x):
+        # `jax.jit`, `functools.wraps`: what it wraps (its closure, the globals it reads)
+        _update(h, "wrapped:" + type(x).__qualname__)
+        _feed(h, x.__wrapped__, root_module, depth, seen)
+    elif callable(x) and not _is_pytree_node(x) and _attributes(x) is None:
+        # a builtin, a ufunc, a callable of a library: by name
+        _update(h, "named", f"{getattr(x, '__module__', '')}.{_qualname(x)}".encode())
     else:
-        leaves, treedef = jax.tree_util.tree_flatten(x)
-        if len(leaves) == 1 and leaves[0] is x:  # not a pytree: a plain object
-            text = repr(x)
-            _update(h, "object:" + type(x).__qualname__, b"" if " at 0x" in text else text.encode())
-            return
+        _feed_object(h, x, root_module, depth, seen)
+
+
+def _qualname(x) -> str:
+    return getattr(x, "__qualname__", None) or type(x).__qualname__
+
+
+def _attributes(x) -> dict | None:
+    """An object's own attributes (`__dict__` and `__slots__`), or None where it keeps its
+    state elsewhere (a C extension's object)."""
+    has_dict = isinstance(getattr(x, "__dict__", None), dict)
+    out = dict(x.__dict__) if has_dict else {}
+    slotted = False
+    for cls in type(x).__mro__:
+        slots = getattr(cls, "__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__"):
+                slotted = True
+                if hasattr(x, name):
+                    out.setdefault(name, getattr(x, name))
+    return out if has_dict or slotted else None
+
+
+def _feed_object(h, x, root_module, depth, seen) -> None:
+    """A pytree leaf by leaf (with its `__call__` where it is callable: an `eqx.Module` run),
+    any other object by its attributes' values, not its repr (a config object's default repr
+    names only its address). An object with neither (nor a repr of its own) is refused: it
+    cannot be told from another, so results computed with it cannot be trusted later."""
+    leaves, treedef = jax.tree_util.tree_flatten(x)
+    if not (len(leaves) == 1 and leaves[0] is x):
         _update(h, "pytree", str(treedef).encode())
         for leaf in leaves:
             _feed(h, leaf, root_module, depth, seen)
+        call = type(x).__call__ if callable(x) else None
+        if isinstance(call, types.FunctionType):
+            _feed(h, call, root_module, depth + 1, seen)
+        return
+    if id(x) in seen or depth > _MAX_DEPTH:
+        _update(h, "object-again:" + type(x).__qualname__)
+        return
+    attributes = _attributes(x)
+    text = repr(x)
+    _update(h, "object:" + f"{type(x).__module__}.{type(x).__qualname__}")
+    if attributes is not None:
+        for name in sorted(attributes):
+            _update(h, "attribute", name.encode())
+            _feed(h, attributes[name], root_module, depth + 1, seen | {id(x)})
+        call = type(x).__call__ if callable(x) else None
+        if isinstance(call, types.FunctionType):
+            _feed(h, call, root_module, depth + 1, seen | {id(x)})
+    elif " at 0x" not in text or type(x) is object:  # (a bare object(): a sentinel)
+        _update(h, "repr", b"" if type(x) is object else text.encode())
+    else:
+        raise UnfingerprintableError(
+            f"a sweep cannot fingerprint {text}: an object of type {type(x).__qualname__} with "
+            "no attributes and no repr of its own (its results could not be told from "
+            "another's). Capture plain values, arrays, pytrees or objects with attributes."
+        )
+
+
+class UnfingerprintableError(ValueError):
+    """A value that a sweep depends on cannot be fingerprinted by content."""
 
 
 def _is_pytree_node(x) -> bool:
@@ -126,9 +189,11 @@ def _feed_function(h, fn, root_module, depth, seen) -> None:
     _feed(h, fn.__kwdefaults__, root_module, depth + 1, seen)
     for cell in fn.__closure__ or ():
         try:
-            _feed(h, cell.cell_contents, root_module, depth + 1, seen)
+            contents = cell.cell_contents
         except ValueError:  # an empty cell
             _update(h, "empty-cell")
+            continue
+        _feed(h, contents, root_module, depth + 1, seen)
     names = sorted({n for code in _code_objects(fn.__code__) for n in code.co_names})
     for name in names:
         if name in fn.__globals__:

@@ -26,10 +26,15 @@ the configuration; fewer seeds read the folder's first ones). `out/sweep.json` h
 configuration's fingerprint: a different configuration in the same folder is refused; the
 configuration includes the name and source hash of `run` and `make` with everything they
 capture (`integrators._fingerprint`: closure values, the module globals they read,
-`functools.partial` arguments, array contents; not the library code they call, and not the name
-of their module). Each chunk file is stamped with the fingerprint, its grid point (index and
-parameters) and its seed range; a file that does not match is recomputed, never merged. A
-damaged `sweep.json` is rewritten like a damaged chunk. A sweep whose chunks are all on disk
+`functools.partial` arguments, a bound method's instance, a `jax.jit`-wrapped function's own
+function, objects by their attributes' values (not their repr), a callable `eqx.Module`'s
+fields and `__call__`, array contents; not the library code they call, and not the name of
+their module). A value it cannot tell from another (an object with no attributes and only
+the default repr) is refused (`ValueError`), not trusted. The compiled programs kept in the
+process for later sweeps are keyed by the same fingerprints. Each chunk file is stamped with
+the fingerprint, its grid point (index and parameters) and its seed range; a file that does
+not match is recomputed, never merged. A damaged `sweep.json` is rewritten like a damaged
+chunk. A sweep whose chunks are all on disk
 loads them without compiling anything, and `load_sweep(out)` reads a finished or partial sweep
 back without the functions. A chunk whose solve raises is recorded and reported (its seeds are
 NaN / -1 / False), the sweep goes on, and a rerun retries it.
@@ -215,11 +220,12 @@ def sweep(
     }
     # the seed count is not part of the identity: seed i's result does not depend on it, so a
     # sweep run again with more seeds computes only the new ones
+    code = {"run": code_digest(run), "make": code_digest(make)}
     identity = {
         **{k: v for k, v in spec.items() if k != "seeds"},
         "points": digest(points),
         "config": digest(dict(config or {})),
-        "code": {"run": code_digest(run), "make": code_digest(make)},
+        "code": code,
     }
     fingerprint = digest(identity)
     writer = jax.process_index() == 0
@@ -243,7 +249,10 @@ def sweep(
     for point in points:
         stat = {k: point[k] for k in static}
         dyn = {k: jnp.asarray(v, dtype) for k, v in point.items() if k not in static}
-        skey = (make, run, tuple(sorted(stat.items())), device_ids, batch_size)
+        # keyed by content, as the results are: the function objects alone reused a program
+        # traced before a global or a captured object changed (and were unhashable for a
+        # callable eqx.Module)
+        skey = (code["make"], code["run"], digest(stat), device_ids, batch_size)
         if skey not in _PROGRAMS:
             _PROGRAMS[skey] = _Programs(make, run, stat, mesh, batch_size)
         prog = _PROGRAMS[skey]

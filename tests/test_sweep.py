@@ -227,6 +227,77 @@ def test_a_module_global_that_run_reads_enters_the_fingerprint(tmp_path):
         SCALE = 1.0
 
 
+class _Sim:
+    def __init__(self, scale):
+        self.scale = scale
+
+    def run(self, key):
+        return {"x": self.scale * jax.random.normal(key)}
+
+
+class _Config:  # the default repr: only an address
+    pass
+
+
+class _Scaled(eqx.Module):
+    scale: jax.Array
+
+    def __call__(self, key):
+        return {"x": self.scale * jax.random.normal(key)}
+
+
+def test_what_a_run_depends_on_is_fingerprinted_not_resumed_stale(tmp_path):
+    # a bound method's instance (Sim(2.0).run resumed Sim(1.0).run's folder)
+    sweep(_Sim(1.0).run, seeds=2, out=tmp_path / "a", progress=False)
+    with pytest.raises(SweepConfigError, match="code"):
+        sweep(_Sim(2.0).run, seeds=2, out=tmp_path / "a", progress=False)
+    # a config object's attributes, by value (its repr names only its address)
+    config = _Config()
+    config.scale = 1.0
+
+    def run(key):
+        return {"x": config.scale * jax.random.normal(key)}
+
+    sweep(run, seeds=2, out=tmp_path / "b", progress=False)
+    config.scale = 2.0
+    with pytest.raises(SweepConfigError, match="code"):
+        sweep(run, seeds=2, out=tmp_path / "b", progress=False)
+    # a value captured by a jax.jit-wrapped run
+    scale = [1.0]
+    jitted = jax.jit(lambda key: {"x": scale[0] * jax.random.normal(key)})
+    sweep(jitted, seeds=2, out=tmp_path / "c", progress=False)
+    scale[0] = 2.0
+    with pytest.raises(SweepConfigError, match="code"):
+        sweep(jitted, seeds=2, out=tmp_path / "c", progress=False)
+    # a callable eqx.Module as run ("unhashable type" before), by its fields
+    one = sweep(_Scaled(jnp.asarray(1.0)), seeds=3, progress=False).outputs[0]["x"]
+    two = sweep(_Scaled(jnp.asarray(2.0)), seeds=3, progress=False).outputs[0]["x"]
+    np.testing.assert_allclose(two, 2 * one)
+    # what cannot be told from another is refused, not trusted
+    opaque = object.__new__(type("Opaque", (), {"__slots__": ()}))
+
+    def run_opaque(key):
+        return {"x": jax.random.normal(key) + (opaque is None)}
+
+    with pytest.raises(ValueError, match="cannot fingerprint"):
+        sweep(run_opaque, seeds=2, progress=False)
+
+
+def test_the_in_memory_program_cache_follows_what_run_reads():
+    # in one process, a second sweep with no `out` reused the first's program (keyed on the
+    # function object) after a value it reads changed, and returned the old values
+    config = _Config()
+    config.scale = 1.0
+
+    def run(key):
+        return {"x": config.scale * jax.random.normal(key)}
+
+    first = sweep(run, seeds=3, progress=False).outputs[0]["x"]
+    config.scale = 3.0
+    again = sweep(run, seeds=3, progress=False).outputs[0]["x"]
+    np.testing.assert_allclose(again, 3 * first)
+
+
 def test_partial_resumes_and_module_name_does_not_matter(tmp_path):
     import functools
     import importlib.util
