@@ -5,6 +5,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -51,17 +52,35 @@ class _Parser(argparse.ArgumentParser):
     def parse_args(self, args=None, namespace=None):
         parsed = super().parse_args(args, namespace)
         compile_cache(not parsed.no_compile_cache)
+        if parsed.fresh:
+            forget_sweeps(parsed.out)
         return parsed
 
 
+def forget_sweeps(out: Path) -> None:
+    """Remove every sweep's chunks and manifest under `out` (`--fresh`): a rerun into the same
+    folder then computes everything again instead of loading the first run's chunks."""
+    for manifest in sorted(Path(out).rglob("sweep.json")) if Path(out).exists() else ():
+        shutil.rmtree(manifest.parent / "chunks", ignore_errors=True)
+        manifest.unlink()
+        log(f"--fresh: removed the sweep in {manifest.parent}")
+
+
 def parser(name: str, description: str, default_seeds: int) -> argparse.ArgumentParser:
-    """The common CLI: `--out`, `--seeds`, `--seed`, `--quick`, `--no-compile-cache`. Parsing
-    turns on the persistent compilation cache (`compile_cache`) unless `--no-compile-cache`."""
+    """The common CLI: `--out`, `--seeds`, `--seed`, `--quick`, `--fresh`, `--no-compile-cache`.
+    Parsing turns on the persistent compilation cache (`compile_cache`) unless
+    `--no-compile-cache`, and with `--fresh` removes the sweeps under `--out`."""
     p = _Parser(prog=f"python -m benchmarks.{name}", description=description)
     p.add_argument("--out", type=Path, default=Path("results") / name, help="output folder")
     p.add_argument("--seeds", type=int, default=default_seeds, help="number of seeds")
     p.add_argument("--seed", type=int, default=0, help="base seed")
     p.add_argument("--quick", action="store_true", help="a small, fast configuration")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="recompute every sweep chunk (a rerun into the same --out loads the chunks of the "
+        "earlier run and says so)",
+    )
     p.add_argument(
         "--no-compile-cache",
         action="store_true",

@@ -45,12 +45,20 @@ def run_sweep(
             "chunk_size": result.chunk_size,
             "computed_chunks": result.computed_chunks,
             "loaded_chunks": result.loaded_chunks,
+            "reloaded": result.loaded_chunks > 0,
             "wall_seconds": result.wall_seconds,
             "point_seconds": result.point_seconds,
         },
         "failed_chunks": result.failed,
         "failed_solves": failed_solves,
     }
+    if result.loaded_chunks:
+        # the per-point seconds of loaded chunks are those of the run that computed them
+        log(
+            f"{name}: {result.loaded_chunks} of {result.loaded_chunks + result.computed_chunks} "
+            f"chunks loaded from an earlier run in {out} (their seconds are that run's; "
+            "--fresh recomputes)"
+        )
     if any(failed_solves) or any(result.failed):
         log(f"{name}: failed solves per point {failed_solves}, failed chunks {result.failed}")
     return result, record

@@ -142,6 +142,13 @@ def table(results: dict) -> str:
         " prediction (fin.); ties: simultaneous jumps of several neurons"
     )
     lines.append(f"total wall time {results['wall_seconds']:.1f} s (compilation included)")
+    sweep = results.get("sweep", {})
+    if sweep.get("loaded_chunks"):
+        total = sweep["loaded_chunks"] + sweep["computed_chunks"]
+        lines.append(
+            f"{sweep['loaded_chunks']} of {total} chunks loaded from an earlier run into this "
+            "--out: their rows' wall s are that run's (--fresh recomputes)"
+        )
     return "\n".join(lines)
 
 

@@ -343,3 +343,20 @@ def test_relu_networks(tmp_path):
     assert held["max_sliding"] > 0 and held["kink_crossings"] > 0
     assert held["compile_seconds"] > 0 and held["solve_seconds"] > 0
     assert "flow/GD" in stdout and (tmp_path / "rn" / "losses.png").stat().st_size > 10_000
+
+
+def test_fresh_removes_the_sweeps_under_out(tmp_path):
+    # a rerun into the same --out loads the earlier chunks (and says so); --fresh recomputes
+    from benchmarks._common import parser
+
+    sweep_dir = tmp_path / "inner"
+    (sweep_dir / "chunks").mkdir(parents=True)
+    (sweep_dir / "chunks" / "p0_0_2.npz").write_bytes(b"x")
+    (sweep_dir / "sweep.json").write_text("{}")
+    (tmp_path / "results.json").write_text("{}")
+    args = ["--out", str(tmp_path), "--no-compile-cache"]
+    parser("x", "x", 1).parse_args(args)
+    assert (sweep_dir / "sweep.json").exists()
+    parser("x", "x", 1).parse_args([*args, "--fresh"])
+    assert not (sweep_dir / "sweep.json").exists() and not (sweep_dir / "chunks").exists()
+    assert (tmp_path / "results.json").exists()
