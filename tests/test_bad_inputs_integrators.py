@@ -276,7 +276,11 @@ CASES["gradient_flow"] += [
     )
 ]  # fmt: skip
 CASES["neuron_units"] = [
-    (lambda: I.neuron_units(LEAKY), ValueError, "TwoLayerReLU or an eqx.nn.MLP"),
+    (
+        lambda: I.neuron_units(jnp.ones(3)),
+        ValueError,
+        "TwoLayerReLU, TwoLayerNet, LeakyReLUNet or eqx.nn.MLP",
+    ),
 ]
 CASES["gradient_flow"] += [
     (lambda: I.gradient_flow(NET, _sq, TS, units=jnp.zeros(2, int)), ValueError, "`units`"),
