@@ -19,6 +19,7 @@ from theory.checks import (
     check_model,
     check_positive_int,
     check_shape,
+    check_value,
 )
 
 
@@ -77,7 +78,13 @@ def diagonal_loss(model: DiagonalNet, data: tuple) -> Float[Array, ""]:
         raise ValueError("`X` must hold at least one sample, got none")
     u, v = check_finite("model.u", model.u), check_finite("model.v", model.v)
     data = (check_finite("X", X), check_finite("y", y))
-    return _diagonal_loss(DiagonalNet(u, v), data)
+    value = _diagonal_loss(DiagonalNet(u, v), data)
+    return check_value(
+        value,
+        jnp.isfinite(value),
+        "the loss overflows (inf or nan: u*u, v*v or the residuals pass float's range; u near "
+        "1e154 or larger): scale the model or the data",
+    )
 
 
 def _diagonal_loss(model: DiagonalNet, data: tuple) -> Float[Array, ""]:
@@ -95,6 +102,8 @@ def diagonal_units(model: DiagonalNet) -> DiagonalNet:
     [2, 3]
     """
     check_model("model", model, DiagonalNet)
+    check_shape("model.u", model.u, (None,))
     d = jnp.shape(model.u)[0]
+    check_shape("model.v", model.v, (d,))
     labels: Int[Array, " d"] = jnp.arange(2 * d)
     return DiagonalNet(labels[:d], labels[d:])

@@ -43,7 +43,14 @@ from jax.scipy.special import erf, ndtr
 from jaxtyping import Array, Float
 
 from theory import activation_function as _named_activation
-from theory.checks import check_finite, check_model, check_shape, check_value, inexact
+from theory.checks import (
+    check_finite,
+    check_flag,
+    check_model,
+    check_shape,
+    check_value,
+    inexact,
+)
 
 EXACT = ("relu", "abs", "erf", "linear")
 _SMOOTH_NAMED = {
@@ -84,6 +91,10 @@ class TwoLayerNet(eqx.Module):
     activation: object = eqx.field(static=True, default="relu")
     train_second_layer: bool = eqx.field(static=True, default=True)
 
+    def __check_init__(self):
+        # a string such as "no" was truthy: the second layer trained silently
+        check_flag("train_second_layer", self.train_second_layer)
+
     def __call__(self, x: Float[Array, "... d"]) -> Float[Array, "..."]:
         z = x @ self.W.T + (0.0 if self.b is None else self.b)
         return _activation(self.activation)(z) @ self.a
@@ -113,7 +124,7 @@ def _no_bias_kernel(activation: str, q1, q2, c):
         return c
     if activation == "erf":
         return 2.0 / jnp.pi * jnp.arcsin(2.0 * c / jnp.sqrt((1.0 + 2.0 * q1) * (1.0 + 2.0 * q2)))
-    norm = _safe_sqrt(q1 * q2)
+    norm = _safe_sqrt(q1) * _safe_sqrt(q2)  # sqrt(q1 q2) underflowed at |w| ~ 1e-100
     rho = jnp.clip(c / jnp.where(norm > 0, norm, 1.0), -1.0, 1.0)
     if activation == "relu":
         return norm / (2.0 * jnp.pi) * (_G(rho) + 0.5 * jnp.pi * rho)

@@ -390,6 +390,29 @@ CASES["loewdin"] = [
     (lambda: D.loewdin(jnp.full((2, 2), NAN)), ValueError, "`X` must be finite"),
 ]
 
+# trust round 3 (a 1,326-case sweep): silent answers now refused
+CASES["diagonal_loss"] += [
+    (
+        lambda: D.diagonal_loss(
+            D.DiagonalNet(jnp.array([1e200, 0.0]), jnp.zeros(2)), (jnp.eye(2), jnp.ones(2))
+        ),
+        ValueError,
+        "the loss overflows",
+    )
+]
+CASES["diagonal_units"] += [
+    (lambda: D.diagonal_units(D.DiagonalNet(jnp.ones((2, 2)), jnp.ones((2, 2)))), ValueError, "u"),
+    (lambda: D.diagonal_units(D.DiagonalNet(jnp.ones(2), jnp.ones(3))), ValueError, "model.v"),
+]
+CASES["teacher_student_loss"] += [
+    # a truthy string trained the second layer
+    (
+        lambda: D.TwoLayerNet(jnp.eye(2), jnp.ones(2), train_second_layer="no"),
+        ValueError,
+        "train_second_layer",
+    )
+]
+
 
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES | MODULES))
 

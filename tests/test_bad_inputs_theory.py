@@ -412,6 +412,27 @@ CASES["result_names"] = [(lambda: T.result_names("successful"), ValueError, "`re
 CASES["name_nonfinite"] = [(lambda: T.name_nonfinite(0, jnp.ones(2)), ValueError, "`result`")]
 
 
+# trust round 3 (a 1,326-case sweep): silent answers now refused
+_JUMPS = T.diagonal_jumps(jnp.eye(2), jnp.array([2.0, -1.0]))
+CASES["diagonal_jumps"] += [
+    # X^T X, X^T y out of float's range: the process ended at once, no jump, ok
+    (lambda: T.diagonal_jumps(X2 * 1e160, A2 * 1e160), ValueError, "leaves float's range"),
+    (lambda: T.diagonal_jumps(X2 * 1e-160, A2 * 1e-160), ValueError, "leaves float's range"),
+    # the finite-alpha correction beyond its validity (alpha = 1 - 1e-16 gave -4.2e14)
+    (lambda: _JUMPS.first_time_finite_alpha(1 - 1e-16), ValueError, "too close to 1"),
+]
+CASES["mass_ode"] += [
+    # backwards past the pole of the curve from above its equilibrium (was nan)
+    (
+        lambda: T.mass_ode(5.0, jnp.array([-1.0]), c0=1.0, r=4, weight_decay=2.0),
+        ValueError,
+        "past the pole",
+    ),
+    # a subnormal alpha0 (was [0, 0, 0]) and an array alpha0 (paired with ts silently)
+    (lambda: T.mass_ode(5e-324, X2[0], c0=1.0, r=4, weight_decay=2.0), ValueError, "alpha0"),
+    (lambda: T.mass_ode(A2 + 2, X2[0], c0=1.0, r=4, weight_decay=2.0), ValueError, "alpha0"),
+]
+
 # trust round 2, clear messages: None reaches no ufunc
 CASES["arccos_kernel"] += [(lambda: T.arccos_kernel(None), ValueError, "`rho` must be real")]
 CASES["coverage_width"] += [(lambda: T.coverage_width(32, None), ValueError, "`delta`")]

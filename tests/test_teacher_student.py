@@ -135,3 +135,20 @@ def test_population_gradient_flow_learns_the_teacher():
     jax.vmap(lambda W: teacher_student_loss(TwoLayerNet(W, student.a), teacher))(
         jnp.stack([student.W, 2 * student.W])
     ).block_until_ready()
+
+
+def test_exact_kernels_hold_at_tiny_and_huge_weights():
+    # sqrt(q1 q2) underflowed at |w| ~ 1e-100 (the loss read 0) and overflowed at 1e100
+    # (refused, though the loss 1.6e200 is a float): the loss scales as the weights squared
+    Ws, a = jnp.array([[0.5, -0.3], [0.2, 0.9]]), jnp.array([0.7, -0.4])
+    Wt, at = jnp.array([[1.0, 2.0]]), jnp.array([1.0])
+    for activation in ("relu", "abs", "linear"):
+        base = teacher_student_loss(
+            TwoLayerNet(Ws, a, activation=activation), TwoLayerNet(Wt, at, activation=activation)
+        )
+        for scale in (1e-100, 1e100, 1e-150):
+            scaled = teacher_student_loss(
+                TwoLayerNet(Ws * scale, a, activation=activation),
+                TwoLayerNet(Wt * scale, at, activation=activation),
+            )
+            np.testing.assert_allclose(float(scaled) / scale**2, float(base), rtol=1e-12)

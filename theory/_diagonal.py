@@ -131,7 +131,15 @@ class DiagonalJumpsSolution(AbstractSolution):
         jumps = self.first_rate > 0
         rate = jnp.where(jumps, self.first_rate, 1.0)
         shift = jnp.log(jnp.where(jumps, self.first_capacity, 1.0)) - jnp.log1p(jnp.sqrt(2.0))
-        return jnp.where(jumps, self.times[0] + shift / (4.0 * rate * tau), jnp.inf)
+        t = jnp.where(jumps, self.times[0] + shift / (4.0 * rate * tau), jnp.inf)
+        # the correction is a first-order one in 1 / log(1/alpha): where it exceeds the time
+        # itself (alpha near 1: 1 - 1e-16 gave -4.2e14) it says nothing
+        return check_value(
+            t,
+            ~jumps | (jnp.abs(t - self.times[0]) < self.times[0]),
+            "`alpha` is too close to 1 for the finite-alpha correction (it exceeds the "
+            "alpha -> 0 time itself): use a smaller alpha",
+        )
 
 
 def diagonal_jumps(
@@ -162,6 +170,19 @@ def diagonal_jumps(
     """
     X, y = check_regression("X", X, "y", y)
     dtype, d = X.dtype, X.shape[1]
+    # X^T X / n and X^T y / n must stay in float's range (X, y x 1e160 overflowed them, and
+    # the process ended at once with no jump, ok); the jumps are scale-free, so scale instead
+    tiny, huge = float(jnp.finfo(dtype).tiny), float(jnp.finfo(dtype).max)
+    G_max = jnp.max(jnp.abs(X.T @ X))
+    r_max = jnp.max(jnp.abs(X.T @ y))
+    ok = jnp.isfinite(G_max) & jnp.isfinite(r_max) & (G_max > tiny / jnp.finfo(dtype).eps)
+    ok &= (r_max == 0) | (r_max > tiny / jnp.finfo(dtype).eps)
+    X = check_value(
+        X,
+        ok,
+        f"`X`^T `X` or `X`^T `y` leaves float's range (entries above {huge:.0e} or, for nonzero "
+        "ones, below 1e-292: inputs or labels near 1e154 or 1e-146): scale `X` and `y`",
+    )
     max_jumps = 2 * d if max_jumps is None else check_positive_int("max_jumps", max_jumps)
     eps = float(jnp.finfo(dtype).eps)
     tol = 1e3 * eps if tol is None else check_positive("tol", tol, scalar=True)

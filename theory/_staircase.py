@@ -92,16 +92,36 @@ def mass_ode(alpha0, ts: Float[Array, " T"], *, c0, r, weight_decay) -> Float[Ar
     >>> [round(v, 4) for v in mass_ode(1.0, jnp.array([0.0, 10.0]), c0=1.0, r=4, weight_decay=2.0).tolist()]
     [1.0, 3.0]
     """  # noqa: E501
-    alpha0 = check_positive("alpha0", alpha0)
+    alpha0 = check_positive("alpha0", alpha0, scalar=True)
+    tiny = float(jnp.finfo(jnp.result_type(alpha0, float)).tiny)
+    alpha0 = check_value(
+        alpha0,
+        alpha0 >= tiny,
+        f"`alpha0` must be at least {tiny:.3g} (a subnormal one is 0 in XLA)",
+    )
     ts = check_finite("ts", ts)
     K = mass_equilibrium(c0=c0, r=r, weight_decay=weight_decay)
     rate = (c0 * c0) * K  # inf at c0 = 1e200: then exp(-inf * 0) must read 1 at t = 0
     x = jnp.where(ts != 0, 4.0 * rate * jnp.where(ts != 0, ts, 1.0), 0.0)  # t < 0: backwards
-    # K / (1 - e^-x + (K / alpha0) e^-x): no cancellation for alpha0 >> K (1e200 gave inf at
-    # t = 0 from 1 + (K / alpha0 - 1)), and a vanished e^-x never meets an infinite K / alpha0
-    decay = jnp.exp(-x)
+    # forwards, K / (1 - e^-x + (K / alpha0) e^-x): no cancellation for alpha0 >> K (1e200
+    # gave inf at t = 0 from 1 + (K / alpha0 - 1)), and a vanished e^-x never meets an
+    # infinite K / alpha0; backwards (x < 0), K e^x / (e^x - 1 + K / alpha0): e^-x overflowed
+    # (inf - inf: NaN at t = -100)
+    ahead = x >= 0
+    decay = jnp.exp(-jnp.where(ahead, x, 0.0))
     rise = jnp.where(decay > 0, (K / alpha0) * decay, 0.0)
-    return K / (-jnp.expm1(-x) + rise)
+    forward = K / (-jnp.expm1(-jnp.where(ahead, x, 0.0)) + rise)
+    back_x = jnp.where(ahead, 0.0, x)
+    below = jnp.expm1(back_x) + K / alpha0
+    # from above the equilibrium the curve has a pole backwards in time (K / alpha0 < 1)
+    backward = K * jnp.exp(back_x) / jnp.where(below > 0, below, 1.0)
+    return check_value(
+        jnp.where(ahead, forward, backward),
+        jnp.all(ahead | (below > 0)),
+        "`ts` reach back past the pole of the logistic curve (from alpha0 above the "
+        "equilibrium K it blows up backwards at t = log(1 - K / alpha0) / (4 c0^2 K)): "
+        "start the times later",
+    )
 
 
 def _lv_field(t, beta, args):
