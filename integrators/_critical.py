@@ -273,6 +273,13 @@ def escape_saddle(
     distance = check_positive("distance", distance, scalar=True)
     if spectrum is None:
         spectrum = hessian_spectrum(model, loss, args=args, k=1)
+    if isinstance(spectrum, CriticalPointSolution):
+        spectrum = spectrum.spectrum  # the critical point's own spectrum
+    if not isinstance(spectrum, HessianSpectrumSolution):
+        raise ValueError(
+            "`spectrum` must be a HessianSpectrumSolution (from `hessian_spectrum` or a "
+            f"`critical_point(...).spectrum`), got {type(spectrum).__name__}"
+        )
     if spectrum.vectors is None:
         raise ValueError("`spectrum` has no eigenvectors: compute it with `k=` (e.g. k=1)")
     if not bool(spectrum.ok):

@@ -27,6 +27,7 @@ from theory import RESULTS, AbstractSolution, diffrax_stats, name_nonfinite
 from theory.checks import (
     check_flag,
     check_regression,
+    check_solver_choice,
     check_solver_options,
     check_time_grid,
     check_time_scale,
@@ -94,6 +95,7 @@ def diagonal_flow(
     dtype = X.dtype
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
+    check_solver_choice(solver)
     ts = check_time_grid("ts", ts, dtype)
     save_trajectory = check_flag("save_trajectory", save_trajectory)
     solver = Rodas5P(shifted_solve=_woodbury_solve) if solver is None else solver

@@ -63,6 +63,7 @@ from theory.checks import (
     check_model,
     check_orthonormal_rows,
     check_shape,
+    check_solver_choice,
     check_solver_options,
     check_time_grid,
     check_time_scale,
@@ -225,6 +226,7 @@ def orthogonal_flow(
     ts = check_time_grid("ts", ts, dtype)
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
+    check_solver_choice(solver, stepsize_controller)
     model = TwoLayerReLU(check_finite("model.a", model.a), check_finite("model.W", model.W))
     hold_live = check_flag("hold_live", hold_live)
     save_trajectory = check_flag("save_trajectory", save_trajectory)

@@ -64,6 +64,7 @@ from theory.checks import (
     check_flag,
     check_positive,
     check_positive_int,
+    check_solver_choice,
     check_solver_options,
     check_time_grid,
     check_time_scale,
@@ -189,6 +190,11 @@ def gradient_flow(
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
     hold_kinks = check_flag("hold_kinks", hold_kinks)
+    check_solver_choice(solver, stepsize_controller, adaptive=False)
+    if observables is not None and not callable(observables):
+        raise ValueError(
+            f"`observables` must be callable as observables(t, model, args), got {observables!r}"
+        )
     save_trajectory = check_flag("save_trajectory", save_trajectory)
     if max_sliding is not None:
         max_sliding = check_positive_int("max_sliding", max_sliding)

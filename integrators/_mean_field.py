@@ -31,6 +31,7 @@ from theory.checks import (
     check_positive,
     check_positive_int,
     check_shape,
+    check_solver_choice,
     check_solver_options,
     check_time_grid,
     check_value,
@@ -135,6 +136,11 @@ def mean_field_flow(
     (True, True)
     """
     check_model("model", model, MeanFieldNet)
+    if not isinstance(target, MultiIndexTarget):
+        raise ValueError(
+            f"`target` must be a MultiIndexTarget (e.g. `standard_target`), got "
+            f"{type(target).__name__}"
+        )
     W0 = model.W
     m, d = W0.shape
     check_shape("model.W", W0, (None, target.directions.shape[1]))
@@ -146,12 +152,24 @@ def mean_field_flow(
     lam = jnp.asarray(lam, W0.dtype)
     W0 = check_finite("model.W", W0)
     max_steps = check_solver_options(rtol, atol, max_steps)
+    check_solver_choice(solver, stepsize_controller)
     ts = check_time_grid("ts", ts, W0.dtype)
     if samples is not None:
+        if not (isinstance(samples, tuple | list) and len(samples) == 2):
+            raise ValueError(
+                f"`samples` must be a pair (X, y), got {type(samples).__name__}"
+                + (f" of length {len(samples)}" if isinstance(samples, tuple | list) else "")
+            )
         X, y = samples
         check_shape("samples[0]", X, (None, d))
         check_shape("samples[1]", y, (jnp.shape(X)[0],))
+        if jnp.shape(X)[0] == 0:  # the finite-sample loss would be 0 / 0
+            raise ValueError("`samples` must hold at least one sample, got none")
         samples = (check_finite("samples[0]", X), check_finite("samples[1]", y))
+        if batch_size is not None:
+            batch_size = check_positive_int("batch_size", batch_size)
+    elif batch_size is not None:
+        raise ValueError("`batch_size` batches `samples`: pass it only with `samples`")
     activation = model.activation
     if samples is None:
 
@@ -174,7 +192,12 @@ def mean_field_flow(
     off = inexact(decay_off, W0.dtype, "decay_off")  # a string is refused, not parsed
     if off.shape != ():
         raise ValueError(f"`decay_off` must be one time (or inf), got shape {off.shape}")
-    off = check_value(off, ~jnp.isnan(off), f"`decay_off` must be a time or inf, got {decay_off}")
+    # weight decay acts until decay_off, from t = ts[0]: an earlier time leaves it off at once
+    off = check_value(
+        off,
+        ~jnp.isnan(off) & (off >= ts[0]),
+        f"`decay_off` must be a time from ts[0] on (or inf), got {decay_off}",
+    )
 
     def field(t, W, args):
         return -jnp.where(t < off, lam, 0.0) * W - m * grad(W)

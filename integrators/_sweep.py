@@ -47,6 +47,7 @@ Multi-host: call `jax.distributed.initialize()` in every process before the swee
 then spans all processes' devices, every process computes its share, and process 0 writes.
 """
 
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -58,6 +59,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
+from theory import RESULTS
 from theory.checks import check_positive_int
 
 from ._fingerprint import code_digest, digest
@@ -144,22 +146,66 @@ class SweepSolution(NamedTuple):
     @property
     def ok(self) -> bool:
         """True when every chunk of every point ran and none is missing (a host-side record,
-        so a plain bool rather than a `RESULTS` item)."""
+        so a plain bool)."""
         return not any(self.failed) and not any(self.missing)
 
+    @property
+    def result(self) -> RESULTS:
+        """`RESULTS.successful`, or `RESULTS.chunks_failed` where a chunk raised or is missing
+        (`failed`, `missing` say which), as every solution carries its `result`."""
+        return RESULTS.successful if self.ok else RESULTS.chunks_failed
 
-def _check_arguments(seeds, points, static, chunk_size, batch_size) -> int:
+    @property
+    def stats(self) -> dict:
+        """`computed_chunks`, `loaded_chunks`, `failed_chunks`, `missing_ranges`,
+        `batch_size`, `chunk_size`, `devices` and `wall_seconds`."""
+        return {
+            "computed_chunks": self.computed_chunks,
+            "loaded_chunks": self.loaded_chunks,
+            "failed_chunks": sum(len(f) for f in self.failed),
+            "missing_ranges": sum(len(m) for m in self.missing),
+            "batch_size": self.batch_size,
+            "chunk_size": self.chunk_size,
+            "devices": self.devices,
+            "wall_seconds": self.wall_seconds,
+        }
+
+
+def _check_arguments(run, make, grid, static, out, config, seeds, chunk_size, batch_size):
+    """The arguments of `sweep`, each refused by name: (points, static, seeds, chunk_size,
+    batch_size) normalized (a 0-d integer array is an int)."""
+    if not callable(run):
+        raise ValueError(f"`run` must be callable as run(instance, **point), got {run!r}")
+    if make is not None and not callable(make):
+        raise ValueError(f"`make` must be callable as make(key, **point), got {make!r}")
+    if isinstance(grid, str | bytes | Mapping) or not isinstance(grid, Sequence | tuple):
+        raise ValueError(f"`grid` must be a list of dicts of parameters, got {grid!r}")
+    for i, point in enumerate(grid):
+        if not isinstance(point, Mapping):
+            raise ValueError(f"`grid` must be a list of dicts, got {point!r} at point {i}")
+    points = [dict(p) for p in grid]
+    if isinstance(static, str) or not all(isinstance(k, str) for k in static):
+        raise ValueError(f"`static` must be a list of parameter names, got {static!r}")
+    static = tuple(static)
+    if out is not None:
+        if not isinstance(out, str | os.PathLike):
+            raise ValueError(f"`out` must be a folder path (str or Path) or None, got {out!r}")
+        if Path(out).exists() and not Path(out).is_dir():
+            raise ValueError(f"`out` must be a folder, got the file {out}")
+    if config is not None and not isinstance(config, Mapping):
+        raise ValueError(f"`config` must be a dict (or None), got {type(config).__name__}")
     seeds = check_positive_int("seeds", seeds)
+    sizes = []
     for name, value in (("chunk_size", chunk_size), ("batch_size", batch_size)):
-        if value is not None:
-            check_positive_int(name, value)
+        sizes.append(None if value is None else int(check_positive_int(name, value)))
+    chunk_size, batch_size = sizes
     for i, point in enumerate(points):
         missing = [k for k in static if k not in point]
         if missing:
             raise ValueError(f"`static` names {missing}, missing from grid point {i}: {point}")
     if not points:
         raise ValueError("`grid` must hold at least one point, got none")
-    return seeds
+    return points, static, seeds, chunk_size, batch_size
 
 
 def sweep(
@@ -200,9 +246,9 @@ def sweep(
     (100,)
     """
     timer = time.perf_counter()
-    points = [dict(p) for p in grid]
-    static = tuple(static)
-    seeds = _check_arguments(seeds, points, static, chunk_size, batch_size)
+    points, static, seeds, chunk_size, batch_size = _check_arguments(
+        run, make, grid, static, out, config, seeds, chunk_size, batch_size
+    )
     base_seed = check_positive_int("base_seed", base_seed, minimum=0)  # 2.7 and '5' refused
     make = _key_itself if make is None else make
     devices = jax.devices()
@@ -259,7 +305,13 @@ def sweep(
         # traced as the programs will be (the traces of jitted helpers are cached)
         inst_one = jax.eval_shape(prog.make_checked, key0, dyn)[0]
         out_one = jax.eval_shape(prog.run_checked, inst_one, dyn)[0]
-        expected = {k: (v.shape, np.dtype(v.dtype)) for k, v in _flat_names(out_one).items()}
+        names = _flat_names(out_one)
+        if not isinstance(out_one, Mapping) or not names:
+            raise ValueError(
+                "`run` must return a dict of arrays (one row per seed), got "
+                f"{type(out_one).__name__}" + ("" if names else " with no arrays")
+            )
+        expected = {k: (v.shape, np.dtype(v.dtype)) for k, v in names.items()}
         layouts.append((prog, dyn, inst_one, expected))
     if chunk_size is None:
         prog, dyn, inst_one, _ = layouts[0]
@@ -369,6 +421,8 @@ def load_sweep(out: str | Path) -> SweepSolution:
     ((4,), 1, [[]])
     """
     timer = time.perf_counter()
+    if not isinstance(out, str | os.PathLike):
+        raise ValueError(f"`out` must be a sweep folder (str or Path), got {out!r}")
     out = Path(out)
     manifest = _read_manifest(out / "sweep.json")
     if manifest is None or not {"outputs", "spec", "chunk_size", "fingerprint"} <= set(manifest):

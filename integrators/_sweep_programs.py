@@ -54,6 +54,8 @@ def pick_batch_size(bytes_per_seed: int, device=None, limit: int = 4096) -> int:
     bytes_per_seed = check_positive_int("bytes_per_seed", bytes_per_seed)
     limit = check_positive_int("limit", limit)
     device = jax.devices()[0] if device is None else device
+    if not isinstance(device, jax.Device):
+        raise ValueError(f"`device` must be a jax.Device (e.g. jax.devices()[0]), got {device!r}")
     if device.platform == "cpu":
         budget = _l2_bytes() // 2
     else:

@@ -113,6 +113,7 @@ from theory.checks import (
     check_positive,
     check_positive_int,
     check_shape,
+    check_solver_choice,
     check_solver_options,
     check_time_grid,
     check_time_scale,
@@ -259,6 +260,7 @@ def two_layer_flow(
     ts = check_time_grid("ts", ts, dtype)
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
+    check_solver_choice(solver)
     max_kink_events = check_positive_int("max_kink_events", max_kink_events)
     save_trajectory = check_flag("save_trajectory", save_trajectory)
     if gram_tol is None:

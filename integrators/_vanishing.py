@@ -72,6 +72,7 @@ from theory.checks import (
     check_flag,
     check_plus_minus_one,
     check_shape,
+    check_solver_choice,
     check_solver_options,
     check_time_grid,
     check_time_scale,
@@ -311,6 +312,7 @@ def vanishing_flow(
     signs = jnp.asarray(check_plus_minus_one("signs", signs), dtype)
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
+    check_solver_choice(solver, stepsize_controller)
     directions = check_finite("directions", inexact(directions, dtype, name="directions"))
     y = check_finite("y", inexact(y, dtype, name="y"))
     ts = check_time_grid("ts", ts, dtype)

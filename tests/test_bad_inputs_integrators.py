@@ -1,5 +1,6 @@
 """Bad input to every public function of `integrators`: (call, exception, message fragment)."""
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -329,6 +330,23 @@ CASES["gradient_descent"] += [
 CASES["mean_field_flow"] += [
     (lambda: I.mean_field_flow(TARGET, MF, TS, decay_off=NAN), ValueError, "decay_off"),
     (lambda: I.mean_field_flow(TARGET, NET, TS), ValueError, "MeanFieldNet"),
+    # trust round 3 (a 1,326-case sweep): accepted before, or refused deep inside
+    (lambda: I.mean_field_flow(TARGET, MF, TS, decay_off=-1.0), ValueError, "decay_off"),
+    (lambda: I.mean_field_flow(TARGET, MF, TS, batch_size=0), ValueError, "batch_size"),
+    (
+        lambda: I.mean_field_flow(
+            TARGET, MF, TS, samples=(jnp.zeros((3, 4)), jnp.zeros(3)), batch_size=2.5
+        ),
+        ValueError,
+        "batch_size",
+    ),  # fmt: skip
+    (
+        lambda: I.mean_field_flow(TARGET, MF, TS, samples=(jnp.zeros((0, 4)), jnp.zeros(0))),
+        ValueError,
+        "at least one sample",
+    ),
+    (lambda: I.mean_field_flow(TARGET, MF, TS, samples=jnp.zeros((3, 4))), ValueError, "pair"),
+    (lambda: I.mean_field_flow(None, MF, TS), ValueError, "`target`"),
 ]
 CASES["margin_gradient_descent"] += [
     (
@@ -354,6 +372,38 @@ CASES["margin_gradient_descent"] += [
     )
 ]
 
+
+# trust round 3 (a 1,326-case sweep): refused by name, not deep inside
+CASES["sweep"] += [
+    (lambda: I.sweep(lambda k: [1.0], seeds=2, progress=False), ValueError, "dict of arrays"),
+    (lambda: I.sweep(_run, seeds=2, grid=[1, 2]), ValueError, "`grid`"),
+    (lambda: I.sweep(_run, seeds=2, grid="abc"), ValueError, "`grid`"),
+    (lambda: I.sweep(3, seeds=2), ValueError, "`run`"),
+    (lambda: I.sweep(_run, make=3, seeds=2), ValueError, "`make`"),
+    (lambda: I.sweep(_run, seeds=2, out=123), ValueError, "`out`"),
+    (lambda: I.sweep(_run, seeds=2, config=[1, 2]), ValueError, "`config`"),
+]
+CASES["load_sweep"] += [(lambda: I.load_sweep(None), ValueError, "`out`")]
+CASES["pick_batch_size"] += [(lambda: I.pick_batch_size(10, device="cpu"), ValueError, "device")]
+CASES["gradient_flow"] += [
+    (lambda: I.gradient_flow(NET, _sq, TS, observables=3), ValueError, "observables"),
+    (lambda: I.gradient_flow(NET, _sq, TS, solver="Tsit5"), ValueError, "`solver`"),
+    (lambda: I.gradient_flow(NET, _sq, TS, stepsize_controller="pid"), ValueError, "controller"),
+    # a negative rtol made every step look accurate: ok and wrong
+    (
+        lambda: I.gradient_flow(
+            NET, _sq, TS, stepsize_controller=diffrax.PIDController(rtol=-1.0, atol=1e-8)
+        ),
+        ValueError,
+        "stepsize_controller.rtol",
+    ),
+]
+CASES["orthogonal_flow"] += [
+    (lambda: I.orthogonal_flow(X2, Y2, NET, TS, solver="Dopri5"), ValueError, "`solver`")
+]
+CASES["escape_saddle"] += [
+    (lambda: I.escape_saddle(LIN, _sq, spectrum="eigs"), ValueError, "HessianSpectrumSolution")
+]
 
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES))
 

@@ -189,6 +189,43 @@ def check_label_noise(label_noise):
     )
 
 
+def check_solver_choice(solver, stepsize_controller=None, *, adaptive: bool = True) -> None:
+    """`solver` (None, or a diffrax solver; adaptive where the flow controls its steps) and
+    `stepsize_controller` (None, or a diffrax controller whose own `rtol`/`atol`, where it has
+    them, follow `check_solver_options`' rule: a PIDController at rtol = -1 made every step
+    look accurate, and the flow came back ok and wrong).
+
+    >>> check_solver_choice("Tsit5")
+    Traceback (most recent call last):
+    ValueError: `solver` must be a diffrax solver (e.g. `diffrax.Tsit5()`), got 'Tsit5'
+    """
+    import diffrax
+
+    kind = diffrax.AbstractAdaptiveSolver if adaptive else diffrax.AbstractSolver
+    if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
+        raise ValueError(
+            f"`solver` must be a diffrax solver (e.g. `diffrax.Tsit5()`), got {solver!r}"
+        )
+    if solver is not None and not isinstance(solver, kind):
+        inner = getattr(solver, "solver", None)  # a wrapper (HoldArgs) of an adaptive one
+        if not isinstance(inner, kind):
+            raise ValueError(
+                f"`solver` must be an adaptive diffrax solver (with an error estimate, e.g. "
+                f"`diffrax.Tsit5()`), got {type(solver).__name__}"
+            )
+    if stepsize_controller is None:
+        return
+    if not isinstance(stepsize_controller, diffrax.AbstractStepSizeController):
+        raise ValueError(
+            "`stepsize_controller` must be a diffrax step-size controller (e.g. "
+            f"`diffrax.PIDController(rtol=1e-8, atol=1e-8)`), got {stepsize_controller!r}"
+        )
+    for name, zero in (("rtol", False), ("atol", True)):
+        value = getattr(stepsize_controller, name, None)
+        if value is not None and is_concrete(value):
+            check_positive(f"stepsize_controller.{name}", value, allow_zero=zero, scalar=True)
+
+
 def check_solver_options(rtol, atol, max_steps) -> int:
     """Tolerances of an adaptive solve: finite rtol > 0 and atol >= 0 (a negative rtol makes
     every step look accurate, so a wrong answer would come back as a success), and a step

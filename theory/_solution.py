@@ -65,6 +65,10 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "times its start (or 1e20) with no critical point in reach (a loss with no minimum, "
         "or none along this path)."
     )
+    chunks_failed = (
+        "Some chunks of the sweep raised or are missing: its `failed` and `missing` say which "
+        "seeds (their outputs are NaN / -1 / False); a rerun into the same `out` retries them."
+    )
     unconverged_eigenvalues = (
         "Lanczos did not converge every requested eigenvalue to `tol` within `max_restarts` "
         "restarts (`residuals` says how far each is): raise `max_restarts` or `steps`."

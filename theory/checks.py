@@ -37,6 +37,7 @@ __all__ = [
     "inexact",
     "check_label_noise",
     "check_solver_options",
+    "check_solver_choice",
 ]
 
 
@@ -342,6 +343,7 @@ from ._check_domain import (  # noqa: E402
     check_orthonormal_rows,
     check_plus_minus_one,
     check_representable,
+    check_solver_choice,
     check_solver_options,
     check_time_scale,
 )
