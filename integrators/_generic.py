@@ -82,7 +82,7 @@ class GradientFlowSolution(AbstractSolution):
     """Result of `gradient_flow`.
 
     - `ts` (T,): save times; `loss` (T,) and `grad_norm` (T,): loss(model, args) and
-      ||grad_theta loss|| there.
+      ||grad_theta loss|| there (JAX's gradient: on a kink, one of its one-sided values).
     - `observables`: what `observables(t, model, args)` returned, with a leading T axis
       (`None` without it).
     - `model`: the model at `ts[-1]` (or at the steady state); `trajectory`: the model at
@@ -150,7 +150,10 @@ def gradient_flow(
     - `observables`: optional `fn(t, model, args) -> pytree`, saved at `ts`.
     - `save_trajectory`: save the model at every save time (`trajectory`).
     - `steady_state`: stop where ||grad|| falls to this (located by root finding on the
-      step's dense output, to the solver's tolerance); `None`: run to `ts[-1]`.
+      step's dense output, to the solver's tolerance); with held kinks (and a PID
+      controller) ||grad|| is the flow's own speed ||d theta/dt|| / tau, which is 0 where
+      the flow rests on a kink (the plain gradient is not), checked at each step's end;
+      `None`: run to `ts[-1]`.
     - `units`: integer unit labels shaped like the model's arrays (`neuron_units(model)`;
       -1 for none): integrate each unit on its own log scale (module docstring); the
       solution's `log_scale` (T, U) holds kappa_u. Without it, parameters far below `atol`
@@ -267,7 +270,7 @@ def _coordinates(scale, tau, land):
             dy = jax.tree_util.tree_map(lambda x: -tau * x, g)
         else:
             dy = scale.field(state(y), g, tau)
-        return (dy, jnp.zeros_like(y[1])) if land else dy
+        return (dy, *(jnp.zeros_like(a) for a in y[1:])) if land else dy
 
     return state, to_params, transform
 
@@ -323,13 +326,17 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
     if kinked is not None and kinked.num_sites == 0:
         kinked = None
 
-    # with held kinks and a PID controller the state is (y, theta), theta where a rejected
-    # trial step crossed its first kink (`theory.numerics.LandingController`)
+    # with held kinks and a PID controller the state is (y, theta, speed): theta where a
+    # rejected trial step crossed its first kink (`theory.numerics.LandingController`), speed
+    # the flow's own ||d theta/dt|| / tau at the step's end (the Filippov velocity: on a kink
+    # the plain gradient is not the flow's, and a flow at rest there never met its steady
+    # state), both set by `KinkFlow.kink_error`
     land = kinked is not None and isinstance(stepsize_controller, diffrax.PIDController)
     state, to_params, transform = _coordinates(scale, tau, land)
     y0 = params if scale is None else scale.initial(params, dtype)
     if land:
-        y0 = (y0, jnp.ones((), dtype))
+        speed0 = _tree_norm(jax.grad(plain_loss)(params, dynamic))
+        y0 = (y0, jnp.ones((), dtype), speed0.astype(dtype))
         stepsize_controller = LandingController(stepsize_controller)
     if kinked is None:
         field, flow = _plain_field(plain_loss, to_params, transform), None
@@ -354,8 +361,11 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
             p = to_params(y)
             return _tree_norm(jax.grad(plain_loss)(p, eqx.filter(args.user, eqx.is_array))) - tol
 
-        rtol, atol = (getattr(stepsize_controller, k, 1e-8) for k in ("rtol", "atol"))
-        event = diffrax.Event(steady, root_finder=optx.Newton(rtol=rtol, atol=atol))
+        if land:  # at the first step's end where the flow's own speed is below tol
+            event = diffrax.Event(lambda t, y, args, **kwargs: y[2] <= tol)
+        else:  # located by the root finder on the dense output
+            rtol, atol = (getattr(stepsize_controller, k, 1e-8) for k in ("rtol", "atol"))
+            event = diffrax.Event(steady, root_finder=optx.Newton(rtol=rtol, atol=atol))
     sol = diffeqsolve(
         diffrax.ODETerm(field),
         solver,

@@ -338,9 +338,10 @@ class KinkFlow(eqx.Module):
         of the step but not at its midpoint (dense output) has dipped past its kink and come
         back: the step is rejected.
 
-        With `landing`, y is (y, theta) and the third value returned is y1 with theta the
-        fraction of the step at which its first (non-sliding) entry crossed its kink, from
-        z linear in time (1: none), for `theory.numerics.LandingController`.
+        With `landing`, y is (y, theta, speed) and the third value returned is y1 with theta
+        the fraction of the step at which its first (non-sliding) entry crossed its kink,
+        from z linear in time (1: none), for `theory.numerics.LandingController`, and speed
+        the flow's ||d theta/dt|| / tau at y1 (the held field: the Filippov velocity).
         """
         dyn = eqx.filter(held.user, eqx.is_array)
         p1, z1 = self.kinked.record(self.to_params(y1), dyn)
@@ -360,7 +361,7 @@ class KinkFlow(eqx.Module):
             for a, b, c, d in zip(held.z, z1, held.pattern, held.slide, strict=True)
         ]
         zeros = [jnp.zeros_like(w) for w in weights]
-        _, error = jax.jvp(lambda w: self.field(t1, y1, held, w), (zeros,), (weights,))
+        velocity, error = jax.jvp(lambda w: self.field(t1, y1, held, w), (zeros,), (weights,))
         middle = self.to_params(interpolation.evaluate(t0 + 0.5 * (t1 - t0)))
         pm, _ = self.kinked.record(middle, dyn)
         dipped = jnp.asarray(False)
@@ -374,4 +375,7 @@ class KinkFlow(eqx.Module):
             crossed = (u0 <= 0) & (u1 > 0) & ~d
             fraction = -u0 / jnp.where(crossed, u1 - u0, 1.0)
             theta = jnp.minimum(theta, jnp.min(jnp.where(crossed, fraction, 1.0), initial=1.0))
-        return error, dipped, (y1[0], theta)
+        # the flow's own speed at y1, ||d theta/dt|| / tau (the steady-state event's)
+        _, dtheta = jax.jvp(self.to_params, (y1,), (velocity,))
+        speed = jnp.sqrt(sum(jnp.sum(v * v) for v in jax.tree_util.tree_leaves(dtheta)))
+        return error, dipped, (y1[0], theta, (speed / self.tau).astype(y1[2].dtype))

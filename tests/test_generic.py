@@ -277,3 +277,18 @@ def test_neuron_units_flow_of_a_teacher_student_net_at_small_init():
     ref = gradient_flow(student, teacher_student_loss, ts, atol=1e-14, rtol=1e-11, **kw)
     assert sol.ok and ref.ok
     np.testing.assert_allclose(sol.loss, ref.loss, rtol=1e-5)
+
+
+def test_a_flow_at_rest_on_a_kink_meets_its_steady_state():
+    # |p| has no zero gradient: the flow rests on the kink p = 0, where JAX's gradient is
+    # 1; the steady state is the flow's own speed there (it was never found: inf)
+    class P(eqx.Module):
+        p: jax.Array
+
+    def loss(m, args):
+        return jnp.sum(jnp.abs(m.p))
+
+    ts = jnp.linspace(0.0, 3.0, 4)
+    sol = gradient_flow(P(jnp.array([1.0, -2.0])), loss, ts, steady_state=0.5)
+    assert sol.ok and abs(float(sol.steady_time) - 2.0) < 1e-6
+    np.testing.assert_allclose(sol.model.p, [0.0, 0.0], atol=1e-7)
