@@ -20,6 +20,7 @@ from theory.checks import (
     check_positive_int,
     check_shape,
     check_value,
+    inexact,
 )
 
 
@@ -69,13 +70,14 @@ def diagonal_loss(model: DiagonalNet, data: tuple) -> Float[Array, ""]:
     """
     check_model("model", model, DiagonalNet)
     X, y = check_data(data)
+    X, y = inexact(X, name="X"), inexact(y, name="y")  # (nested lists are arrays too)
     check_shape("model.u", model.u, (None,))
     d = jnp.shape(model.u)[0]
     check_shape("model.v", model.v, (d,))
     check_shape("X", X, (None, d))
-    check_shape("y", y, (jnp.shape(X)[0],))
     if jnp.shape(X)[0] == 0:
         raise ValueError("`X` must hold at least one sample, got none")
+    check_shape("y", y, (jnp.shape(X)[0],))
     u, v = check_finite("model.u", model.u), check_finite("model.v", model.v)
     data = (check_finite("X", X), check_finite("y", y))
     value = _diagonal_loss(DiagonalNet(u, v), data)

@@ -289,8 +289,9 @@ def _finite_loss(value):
     return check_value(
         value,
         jnp.isfinite(value),
-        "the population loss overflows (inf or nan from weights near 1e154 or larger: their "
-        "second moments pass float's range): scale `model` and `teacher`",
+        "the population loss is not finite (inf or nan): it overflows from weights near "
+        "1e154 or larger (their second moments pass float's range: scale `model` and "
+        "`teacher`), or a callable activation returns non-finite values",
     )
 
 

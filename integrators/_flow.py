@@ -215,6 +215,8 @@ def orthogonal_flow(
     check_model("model", model, TwoLayerReLU)
     X = check_matrix("X", X)
     n, d = X.shape
+    if n == 0:
+        raise ValueError("`X` must hold at least one sample, got none")
     check_shape("y", y, (n,))
     check_shape("model.W", model.W, (None, d))
     dtype = jnp.result_type(model.a.dtype, jnp.asarray(X).dtype, float)

@@ -38,6 +38,11 @@ def neuron_units(model) -> eqx.Module:
     ([0, 1], [[0, 0, 0], [1, 1, 1]])
     """
     if isinstance(model, TwoLayerReLU | TwoLayerNet | LeakyReLUNet):
+        if jnp.ndim(model.W) != 2:
+            raise ValueError(
+                f"`model.W` must have shape (m, d) (one model: label a batch inside its vmap), "
+                f"got {jnp.shape(model.W)}"
+            )
         m, d = model.W.shape
         j = jnp.arange(m)
         params = eqx.filter(model, eqx.is_inexact_array)

@@ -404,13 +404,34 @@ CASES["diagonal_units"] += [
     (lambda: D.diagonal_units(D.DiagonalNet(jnp.ones((2, 2)), jnp.ones((2, 2)))), ValueError, "u"),
     (lambda: D.diagonal_units(D.DiagonalNet(jnp.ones(2), jnp.ones(3))), ValueError, "model.v"),
 ]
+CASES["diagonal_loss"] += [
+    # an empty X was blamed on y
+    (
+        lambda: D.diagonal_loss(
+            D.DiagonalNet(jnp.ones(2), jnp.ones(2)), (jnp.zeros((0, 2)), jnp.zeros(0))
+        ),
+        ValueError,
+        "`X` must hold at least one sample",
+    )
+]
+CASES["diagonal_init"] += [
+    (lambda: D.diagonal_init(2, jnp.array([0.1, 0.2])), ValueError, "`alpha` must be one number")
+]
 CASES["teacher_student_loss"] += [
+    # a non-finite callable activation was called an overflow of the weights
+    (
+        lambda: D.teacher_student_loss(
+            D.TwoLayerNet(jnp.eye(2), jnp.ones(2), activation=lambda z: z * NAN), TS_NET
+        ),
+        ValueError,
+        "activation returns non-finite",
+    ),
     # a truthy string trained the second layer
     (
         lambda: D.TwoLayerNet(jnp.eye(2), jnp.ones(2), train_second_layer="no"),
         ValueError,
         "train_second_layer",
-    )
+    ),
 ]
 
 

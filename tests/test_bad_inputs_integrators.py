@@ -401,6 +401,22 @@ CASES["gradient_flow"] += [
 CASES["orthogonal_flow"] += [
     (lambda: I.orthogonal_flow(X2, Y2, NET, TS, solver="Dopri5"), ValueError, "`solver`")
 ]
+CASES["neuron_units"] += [
+    (
+        lambda: I.neuron_units(
+            jax.vmap(lambda a: TwoLayerReLU(a, jnp.ones((3, 2))))(jnp.ones((2, 3)))
+        ),
+        ValueError,
+        "one model",
+    )
+]
+CASES["orthogonal_flow"] += [
+    (
+        lambda: I.orthogonal_flow(jnp.zeros((0, 2)), jnp.zeros(0), NET, TS),
+        ValueError,
+        "`X` must hold at least one sample",
+    )
+]
 CASES["escape_saddle"] += [
     (lambda: I.escape_saddle(LIN, _sq, spectrum="eigs"), ValueError, "HessianSpectrumSolution")
 ]

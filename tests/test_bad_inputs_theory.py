@@ -420,6 +420,16 @@ CASES["diagonal_jumps"] += [
     (lambda: T.diagonal_jumps(X2 * 1e-160, A2 * 1e-160), ValueError, "leaves float's range"),
     # the finite-alpha correction beyond its validity (alpha = 1 - 1e-16 gave -4.2e14)
     (lambda: _JUMPS.first_time_finite_alpha(1 - 1e-16), ValueError, "too close to 1"),
+    (
+        lambda: jax.vmap(lambda y: T.diagonal_jumps(X2, y))(
+            jnp.ones((3, 2))
+        ).first_time_finite_alpha(0.1),
+        ValueError,
+        "inside the vmap",
+    ),
+]
+CASES["mass_ode"] += [
+    (lambda: T.mass_ode(1.0, jnp.arange(3.0), c0=A2, r=4, weight_decay=2.0), ValueError, "c0")
 ]
 CASES["mass_ode"] += [
     # backwards past the pole of the curve from above its equilibrium (was nan)

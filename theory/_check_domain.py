@@ -36,6 +36,8 @@ def check_alpha(alpha, dtype):
     """  # noqa: E501
     if isinstance(alpha, str | bool | np.bool_) or np.iscomplexobj(alpha):
         raise ValueError(f"`alpha` must be a real number in (0, 1), got {alpha!r}")
+    if jnp.ndim(alpha) != 0:
+        raise ValueError(f"`alpha` must be one number in (0, 1), got shape {jnp.shape(alpha)}")
     if not is_concrete(alpha):
         tiny = float(jnp.finfo(dtype).tiny)
         a = jnp.asarray(alpha)

@@ -117,6 +117,11 @@ class DiagonalJumpsSolution(AbstractSolution):
         if isinstance(alpha, str | bool | np.bool_) or np.iscomplexobj(alpha):
             raise ValueError(f"`alpha` must be a real number in (0, 1), got {alpha!r}")
         check_shape("alpha", alpha, ())
+        if jnp.ndim(self.times) != 1:
+            raise ValueError(
+                "first_time_finite_alpha takes one solution: call it inside the vmap that "
+                f"batched this one (its `times` have shape {jnp.shape(self.times)})"
+            )
         if is_concrete(alpha):
             a = float(np.asarray(alpha))
             if not 0.0 < a < 1.0:

@@ -29,9 +29,9 @@ def mass_equilibrium(*, c0, r, weight_decay):
     >>> mass_equilibrium(c0=1.0, r=4, weight_decay=2.0)
     3.0
     """
-    c0 = check_positive("c0", c0)
+    c0 = check_positive("c0", c0, scalar=True)
     r = check_positive_int("r", r)  # the number of target directions
-    weight_decay = check_positive("weight_decay", weight_decay, allow_zero=True)
+    weight_decay = check_positive("weight_decay", weight_decay, allow_zero=True, scalar=True)
     K = r - weight_decay / c0 / c0 / 2.0  # c0 = 1e200 or 1e-200: no pow overflow, no 0/0
     message = (
         "the mass equilibrium r - weight_decay / (2 c_0^2) must be > 0 (the weight decay "
