@@ -252,20 +252,78 @@ def sweep(
     base_seed = check_positive_int("base_seed", base_seed, minimum=0)  # 2.7 and '5' refused
     make = _key_itself if make is None else make
     devices = jax.devices()
-    n_dev = len(devices)
     mesh = Mesh(np.array(devices), ("seed",))
     dtype = jnp.zeros(()).dtype
+    spec, identity, code = _identity(name, seeds, base_seed, points, static, config, dtype,
+                                     run, make)  # fmt: skip
+    fingerprint = digest(identity)
+    writer = jax.process_index() == 0
+    out = None if out is None else Path(out)
+    manifest, chunk_size = _open_folder(out, fingerprint, identity, seeds, chunk_size, writer)
+    key0 = jax.random.PRNGKey(base_seed)
+    layouts = _layouts(points, static, dtype, code, (make, run), mesh, batch_size, key0)
+    if chunk_size is None:
+        prog, dyn, inst_one, _ = layouts[0]
+        if prog.run is None:
+            prog.prepare(inst_one, dyn)
+        unit = len(devices) * prog.batch_size
+        chunk_size = unit * max(1, 64 // unit)
+    chunk_size = int(chunk_size)  # kept as asked: a later run with more seeds uses it too
+    if out is not None and writer and manifest is None:
+        outputs = [{k: [list(s), d.str] for k, (s, d) in lay[3].items()} for lay in layouts]
+        manifest = {
+            "fingerprint": fingerprint, "spec": spec, "identity": identity,
+            "chunk_size": chunk_size, "counts": [seeds], "devices": len(devices),
+            "outputs": outputs,
+        }  # fmt: skip
+        _write_json(out / "sweep.json", manifest)
+
+    # fewer seeds than the folder holds: its chunks are read and cut to `seeds`
+    counts = [seeds] if manifest is None else _counts(manifest)
+    counts = counts if seeds <= counts[-1] else [*counts, seeds]
+    n_chunks = sum(lo < seeds for lo, _ in _chunk_ranges(counts, chunk_size))
+    runner = _PointRunner(
+        out, writer, key0, len(devices), fingerprint, counts, seeds, chunk_size,
+        _Progress(name, n_chunks * len(points), progress),
+    )  # fmt: skip
+    outputs, failed, point_seconds = [], [], []
+    for index, (point, layout) in enumerate(zip(points, layouts, strict=True)):
+        result, point_failed, cost = runner(index, point, layout)
+        if point_failed and progress:
+            sys.stderr.write(
+                f"{name}: point {point}: {len(point_failed)} chunk(s) failed: "
+                f"{point_failed[0]['error'][:300]}\n"
+            )
+        outputs.append(result)
+        failed.append(point_failed)
+        point_seconds.append(cost)
+    ran = [lay[0].batch_size for lay in layouts if lay[0].run is not None]
+    if out is not None and writer and ran and manifest.get("batch_size") != ran[0]:
+        _record_batch_size(out, manifest, ran[0])
+    return SweepSolution(
+        points=points,
+        outputs=outputs,
+        failed=failed,
+        computed_chunks=runner.computed,
+        loaded_chunks=runner.loaded,
+        batch_size=ran[0] if ran else int((manifest or {}).get("batch_size", 0)),
+        chunk_size=min(chunk_size, seeds),
+        devices=len(devices),
+        wall_seconds=time.perf_counter() - timer,
+        point_seconds=point_seconds,
+        missing=[[] for _ in points],
+    )
+
+
+def _identity(name, seeds, base_seed, points, static, config, dtype, run, make):
+    """The sweep's spec (what `sweep.json` shows), its identity (what its fingerprint is a
+    digest of) and the code digests of `run` and `make`. The seed count is not part of the
+    identity: seed i's result does not depend on it, so a sweep run again with more seeds
+    computes only the new ones."""
     spec = {
-        "name": name,
-        "seeds": seeds,
-        "base_seed": base_seed,
-        "points": points,
-        "static": list(static),
-        "config": dict(config or {}),
-        "dtype": str(dtype),
-    }
-    # the seed count is not part of the identity: seed i's result does not depend on it, so a
-    # sweep run again with more seeds computes only the new ones
+        "name": name, "seeds": seeds, "base_seed": base_seed, "points": points,
+        "static": list(static), "config": dict(config or {}), "dtype": str(dtype),
+    }  # fmt: skip
     code = {"run": code_digest(run), "make": code_digest(make)}
     identity = {
         **{k: v for k, v in spec.items() if k != "seeds"},
@@ -273,24 +331,32 @@ def sweep(
         "config": digest(dict(config or {})),
         "code": code,
     }
-    fingerprint = digest(identity)
-    writer = jax.process_index() == 0
-    out = None if out is None else Path(out)
-    manifest = None
-    if out is not None:
-        manifest = _read_manifest(out / "sweep.json")
-        if manifest is not None and manifest["fingerprint"] != fingerprint:
-            raise SweepConfigError(_refusal(out, manifest, identity))
-        if manifest is not None:
-            chunk_size = manifest["chunk_size"]
-            if writer and seeds > _counts(manifest)[-1]:
-                manifest = _with_counts(manifest, [seeds])
-                _write_json(out / "sweep.json", manifest)
-        (out / "chunks").mkdir(parents=True, exist_ok=True)
+    return spec, identity, code
 
-    device_ids = tuple(d.id for d in devices)
-    key0 = jax.random.PRNGKey(base_seed)
-    # what every point returns, by tracing alone (nothing is compiled here)
+
+def _open_folder(out, fingerprint, identity, seeds, chunk_size, writer):
+    """The folder's manifest (None where it has none: a new sweep), refused where it is
+    another configuration's, with the chunk size it fixes and the seed count grown."""
+    if out is None:
+        return None, chunk_size
+    manifest = _read_manifest(out / "sweep.json")
+    if manifest is not None and manifest["fingerprint"] != fingerprint:
+        raise SweepConfigError(_refusal(out, manifest, identity))
+    if manifest is not None:
+        chunk_size = manifest["chunk_size"]
+        if writer and seeds > _counts(manifest)[-1]:
+            manifest = _with_counts(manifest, [seeds])
+            _write_json(out / "sweep.json", manifest)
+    (out / "chunks").mkdir(parents=True, exist_ok=True)
+    return manifest, chunk_size
+
+
+def _layouts(points, static, dtype, code, functions, mesh, batch_size, key0):
+    """Per point: its programs (`_Programs`, kept in the process for later sweeps), its
+    dynamic parameters, one seed's instance shapes and the outputs' names, shapes and dtypes,
+    by tracing alone (nothing is compiled here)."""
+    make, run = functions
+    device_ids = tuple(d.id for d in mesh.devices.flat)
     layouts = []
     for point in points:
         stat = {k: point[k] for k in static}
@@ -313,97 +379,69 @@ def sweep(
             )
         expected = {k: (v.shape, np.dtype(v.dtype)) for k, v in names.items()}
         layouts.append((prog, dyn, inst_one, expected))
-    if chunk_size is None:
-        prog, dyn, inst_one, _ = layouts[0]
-        if prog.run is None:
-            prog.prepare(inst_one, dyn)
-        unit = n_dev * prog.batch_size
-        chunk_size = unit * max(1, 64 // unit)
-    chunk_size = int(chunk_size)  # kept as asked: a later run with more seeds uses it too
-    if out is not None and writer and manifest is None:
-        outputs = [{k: [list(s), d.str] for k, (s, d) in lay[3].items()} for lay in layouts]
-        manifest = {
-            "fingerprint": fingerprint,
-            "spec": spec,
-            "identity": identity,
-            "chunk_size": chunk_size,
-            "counts": [seeds],
-            "devices": n_dev,
-            "outputs": outputs,
-        }
-        _write_json(out / "sweep.json", manifest)
+    return layouts
 
-    # fewer seeds than the folder holds: its chunks are read and cut to `seeds`
-    counts = [seeds] if manifest is None else _counts(manifest)
-    counts = counts if seeds <= counts[-1] else [*counts, seeds]
-    total = counts[-1]
-    outputs, failed, point_seconds = [], [], []
-    computed = loaded = 0
-    n_chunks = sum(lo < seeds for lo, _ in _chunk_ranges(counts, chunk_size))
-    progress_bar = _Progress(name, n_chunks * len(points), progress)
-    for index, (point, (prog, dyn, inst_one, expected)) in enumerate(
-        zip(points, layouts, strict=True)
-    ):
-        result = {k: _fill((total, *s), d) for k, (s, d) in expected.items()}
-        point_failed, cost = [], 0.0
-        for lo, hi, stamps in _chunks(fingerprint, index, point, counts, chunk_size):
-            if lo >= seeds:
+
+class _PointRunner:
+    """Runs one grid point chunk by chunk: each chunk loaded from the folder where a valid
+    file holds it, else computed (and written); a chunk that raises is recorded and the
+    point goes on. Counts the chunks computed and loaded over all points."""
+
+    def __init__(self, out, writer, key0, n_dev, fingerprint, counts, seeds, chunk_size, bar):
+        self.out, self.writer, self.key0, self.n_dev = out, writer, key0, n_dev
+        self.fingerprint, self.counts, self.seeds = fingerprint, counts, seeds
+        self.chunk_size, self.bar = chunk_size, bar
+        self.computed = self.loaded = 0
+
+    def __call__(self, index, point, layout):
+        """(outputs cut to `seeds`, failed chunks, seconds) of grid point `index`."""
+        prog, dyn, inst_one, expected = layout
+        result = {k: _fill((self.counts[-1], *s), d) for k, (s, d) in expected.items()}
+        failed, cost = [], 0.0
+        for lo, hi, stamps in _chunks(self.fingerprint, index, point, self.counts,
+                                      self.chunk_size):  # fmt: skip
+            if lo >= self.seeds:
                 break
-            path = None if out is None else _chunk_path(out, index, lo, hi)
+            path = None if self.out is None else _chunk_path(self.out, index, lo, hi)
             data = None if path is None else _load_chunk(path, stamps, expected)
             data = _agree_on_loading(data, path)
             if data is None:
-                start = time.perf_counter()
-                try:
-                    if prog.run is None:
-                        prog.prepare(inst_one, dyn)
-                    padded = -(-(hi - lo) // n_dev) * n_dev
-                    data = _compute_chunk(prog, key0, lo, padded, hi - lo, dyn)
-                except Exception as err:  # noqa: BLE001 - recorded, reported, retried later
-                    cost += time.perf_counter() - start
-                    error = _error_message(err)
-                    point_failed.append({"seeds": [lo, hi], "error": error})
-                    if path is not None and writer:
-                        _write_json(path.with_suffix(".failed.json"), point_failed[-1])
-                    progress_bar.update(True)
+                data, seconds = self._compute(prog, inst_one, dyn, lo, hi, path, stamps, index)
+                if data is None:
+                    cost += seconds
+                    failed.append(self._failure)
                     continue
-                data[_SECONDS] = time.perf_counter() - start
-                if path is not None and writer:
-                    record = {**stamps, _SECONDS: data[_SECONDS]}
-                    _atomic_savez(path, {**data, **{k: np.array(v) for k, v in record.items()}})
-                    _drop_failure_records(out, index, lo, hi)
-                computed += 1
-                progress_bar.update(True)
+                self.computed += 1
+                self.bar.update(True)
             else:
-                loaded += 1
-                progress_bar.update(False)
+                self.loaded += 1
+                self.bar.update(False)
             cost += data[_SECONDS]
             for k in expected:
                 result[k][lo:hi] = data[k]
-        if point_failed and progress:
-            sys.stderr.write(
-                f"{name}: point {point}: {len(point_failed)} chunk(s) failed: "
-                f"{point_failed[0]['error'][:300]}\n"
-            )
-        outputs.append({k: v[:seeds] for k, v in result.items()})
-        failed.append(point_failed)
-        point_seconds.append(cost)
-    ran = [lay[0].batch_size for lay in layouts if lay[0].run is not None]
-    if out is not None and writer and ran and manifest.get("batch_size") != ran[0]:
-        _record_batch_size(out, manifest, ran[0])
-    return SweepSolution(
-        points=points,
-        outputs=outputs,
-        failed=failed,
-        computed_chunks=computed,
-        loaded_chunks=loaded,
-        batch_size=ran[0] if ran else int((manifest or {}).get("batch_size", 0)),
-        chunk_size=min(chunk_size, seeds),
-        devices=n_dev,
-        wall_seconds=time.perf_counter() - timer,
-        point_seconds=point_seconds,
-        missing=[[] for _ in points],
-    )
+        return {k: v[: self.seeds] for k, v in result.items()}, failed, cost
+
+    def _compute(self, prog, inst_one, dyn, lo, hi, path, stamps, index):
+        """One chunk computed (and written where there is a folder): (data, seconds), or
+        (None, seconds) with the failure in `self._failure` where it raised."""
+        start = time.perf_counter()
+        try:
+            if prog.run is None:
+                prog.prepare(inst_one, dyn)
+            padded = -(-(hi - lo) // self.n_dev) * self.n_dev
+            data = _compute_chunk(prog, self.key0, lo, padded, hi - lo, dyn)
+        except Exception as err:  # noqa: BLE001 - recorded, reported, retried later
+            self._failure = {"seeds": [lo, hi], "error": _error_message(err)}
+            if path is not None and self.writer:
+                _write_json(path.with_suffix(".failed.json"), self._failure)
+            self.bar.update(True)
+            return None, time.perf_counter() - start
+        data[_SECONDS] = time.perf_counter() - start
+        if path is not None and self.writer:
+            record = {**stamps, _SECONDS: data[_SECONDS]}
+            _atomic_savez(path, {**data, **{k: np.array(v) for k, v in record.items()}})
+            _drop_failure_records(self.out, index, lo, hi)
+        return data, data[_SECONDS]
 
 
 def load_sweep(out: str | Path) -> SweepSolution:
