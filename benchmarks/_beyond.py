@@ -10,13 +10,6 @@ from dynamics import TwoLayerReLU, balanced_init, correlated_data
 HORIZON = 1.5  # integrate to 1.5 x Algorithm 1's last jump on the Loewdin problem
 
 
-def kink_budget(n, width):
-    """`two_layer_flow`'s `max_kink_events` for n samples and `width` neurons: the events grow
-    with the entries z_ji, about 0.7 per entry at n = 64 and 256 (the default 4,096 ran out
-    at t = 0.47 of 77 at n = 256)."""
-    return max(4096, 4 * width * n)
-
-
 def inputs(key, family, n, d, c):
     """The inputs X (n, d) of one seed (module docstring)."""
     if family == "correlated":

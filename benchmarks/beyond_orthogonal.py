@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._beyond import HORIZON, kink_budget, make
+from benchmarks._beyond import HORIZON, make
 from benchmarks._beyond_by_n import seconds_per_solve
 from benchmarks._beyond_plots import plot_deviation, plot_losses
 from benchmarks._beyond_solvers import solvers
@@ -69,7 +69,6 @@ def run(instance, family, n, d, c, log10_inv_alpha, width):
     ts = jnp.linspace(0.0, pred.horizon(HORIZON), GRID)
     sol = two_layer_flow(
         X, y, model, ts, time_scale=tau, save_trajectory=True,
-        max_kink_events=kink_budget(n, width),
     )  # fmt: skip
     traj = sol.trajectory
     return {

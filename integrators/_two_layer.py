@@ -168,7 +168,7 @@ def two_layer_flow(
     rtol: float = 1e-8,
     atol: float = 1e-8,
     max_steps: int = 100_000,
-    max_kink_events: int = 4096,
+    max_kink_events: int | None = None,
     gram_tol: float | None = None,
     save_trajectory: bool = False,
     solver: diffrax.AbstractAdaptiveSolver | None = None,
@@ -191,7 +191,8 @@ def two_layer_flow(
     - `rtol`, `atol`, `max_steps`: PI step control (as the other flows) and the step budget
       of each solve between kinks; `solver`: any adaptive diffrax solver (default Dopri5).
     - `max_kink_events`: how many kink events (crossings, sliding entries and exits) the solve
-      may process; it stops at the next one with `RESULTS.kink_limited`.
+      may process (default max(4096, 4 m n): they grow with the m n entries z_ji); it stops
+      at the next one with `RESULTS.kink_limited`.
     - `gram_tol`: where max |X X^T - I| <= gram_tol the Gram matrix is taken to be I
       exactly (default 64 n eps of the dtype: rounding, not data); 0 keeps X X^T as
       computed.
@@ -261,6 +262,10 @@ def two_layer_flow(
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
     check_solver_choice(solver)
+    if max_kink_events is None:
+        # the events grow with the entries z_ji, about 0.7 per entry at n = 64 and 256 (a
+        # fixed 4,096 ran out at t = 0.47 of 77 at n = 256, and before the drop at n = 128)
+        max_kink_events = max(4096, 4 * model.width * n)
     max_kink_events = check_positive_int("max_kink_events", max_kink_events)
     save_trajectory = check_flag("save_trajectory", save_trajectory)
     if gram_tol is None:
