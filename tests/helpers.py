@@ -6,6 +6,7 @@ import inspect
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from dynamics import balanced_init, orthogonal_data
@@ -56,3 +57,29 @@ def public_functions(module) -> set:
     return {
         n for n in dir(module) if not n.startswith("_") and inspect.isfunction(getattr(module, n))
     }
+
+
+class P(eqx.Module):
+    """A model that is one parameter vector."""
+
+    p: jax.Array
+
+
+def quadratic_loss(lam, seed=0):
+    """A quadratic loss 1/2 p^T H p with spectrum `lam` in a random orthonormal basis."""
+    lam = np.asarray(lam, np.float64)
+    Q = np.linalg.qr(np.random.default_rng(seed).standard_normal((lam.size, lam.size)))[0]
+    H = jnp.asarray((Q * lam) @ Q.T)
+    return P(jnp.zeros(lam.size)), lambda m, a: 0.5 * m.p @ H @ m.p
+
+
+def tanh_mlp_problem():
+    """A 1-hidden-layer tanh MLP (2-3-1) with its loss on 6 samples (x, sin x_0)."""
+    mlp = eqx.nn.MLP(2, 1, 3, 1, activation=jnp.tanh, key=jax.random.PRNGKey(0))
+    X = jax.random.normal(jax.random.PRNGKey(1), (6, 2), jnp.float64)
+    y = jnp.sin(X[:, 0])
+
+    def loss(model, data):
+        return 0.5 * jnp.mean((jax.vmap(model)(data[0])[:, 0] - data[1]) ** 2)
+
+    return mlp, loss, (X, y)

@@ -3,7 +3,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.flatten_util import ravel_pytree
+from helpers import P, quadratic_loss as _quadratic, tanh_mlp_problem as _problem  # noqa: E402
 
 from integrators import (
     critical_point,
@@ -12,137 +12,6 @@ from integrators import (
     hessian_spectrum,
 )
 from theory import RESULTS
-
-
-class P(eqx.Module):
-    p: jax.Array
-
-
-def _quadratic(lam, seed=0):
-    """A quadratic loss 1/2 p^T H p with spectrum `lam` in a random orthonormal basis."""
-    lam = np.asarray(lam, np.float64)
-    Q = np.linalg.qr(np.random.default_rng(seed).standard_normal((lam.size, lam.size)))[0]
-    H = jnp.asarray((Q * lam) @ Q.T)
-    return P(jnp.zeros(lam.size)), lambda m, a: 0.5 * m.p @ H @ m.p
-
-
-def _problem():
-    mlp = eqx.nn.MLP(2, 1, 3, 1, activation=jnp.tanh, key=jax.random.PRNGKey(0))
-    X = jax.random.normal(jax.random.PRNGKey(1), (6, 2), jnp.float64)
-    y = jnp.sin(X[:, 0])
-
-    def loss(model, data):
-        return 0.5 * jnp.mean((jax.vmap(model)(data[0])[:, 0] - data[1]) ** 2)
-
-    return mlp, loss, (X, y)
-
-
-def test_hessian_spectrum_against_finite_differences_and_lanczos():
-    mlp, loss, data = _problem()
-    params, static = eqx.partition(mlp, eqx.is_inexact_array)
-    flat, unravel = ravel_pytree(params)
-    grad = jax.jit(jax.grad(lambda x: loss(eqx.combine(unravel(x), static), data)))
-    h, n = 1e-5, flat.shape[0]
-    cols = [(grad(flat + h * e) - grad(flat - h * e)) / (2 * h) for e in jnp.eye(n)]
-    H = np.asarray(jnp.stack(cols, axis=1))
-    fd = np.linalg.eigvalsh(0.5 * (H + H.T))
-    dense = hessian_spectrum(mlp, loss, args=data)
-    assert dense.ok and dense.vectors is None and dense.residuals is None
-    np.testing.assert_allclose(dense.eigenvalues, fd, atol=1e-8)
-    assert int(dense.morse_index) == int(np.sum(fd < -1e-6 * np.abs(fd).max()))
-    # k extreme pairs: dense path (small P) and Lanczos (steps given): the same pairs
-    for spec in (
-        hessian_spectrum(mlp, loss, args=data, k=2),
-        hessian_spectrum(mlp, loss, args=data, k=2, steps=9, block=1),
-    ):
-        assert spec.ok
-        np.testing.assert_allclose(spec.eigenvalues, np.r_[fd[:2], fd[-2:]], atol=1e-8)
-        v = np.asarray(spec.vectors)
-        np.testing.assert_allclose(v @ H @ v.T, np.diag(spec.eigenvalues), atol=1e-7)
-        assert np.all(np.asarray(spec.residuals) < 1e-8)
-
-
-@pytest.mark.slow
-def test_lanczos_honours_steps_and_converges_on_a_cluster():
-    # a 400-parameter spectrum with a cluster of 10 at its top (spacing 1e-6): at steps = P
-    # the basis spans R^P (exact); at the default, restarts run until the residuals are tiny
-    lam = np.r_[np.linspace(-1.0, 1.0, 390), 2.0 + 1e-6 * np.arange(10)]
-    model, quad = _quadratic(lam)
-    exact = np.r_[np.sort(lam)[:3], np.sort(lam)[-3:]]
-    full = hessian_spectrum(model, quad, k=3, steps=400)
-    assert full.ok and int(full.stats["num_restarts"]) == 0
-    np.testing.assert_allclose(full.eigenvalues, exact, atol=1e-10)
-    short = hessian_spectrum(model, quad, k=3, steps=40)
-    assert short.ok and int(short.stats["num_restarts"]) > 0
-    np.testing.assert_allclose(short.eigenvalues, exact, atol=1e-10)
-    assert np.all(np.asarray(short.residuals) <= 1e-10 * 2.0 * (1 + 1e-9))
-    # too few restarts: reported, not silent
-    capped = hessian_spectrum(model, quad, k=3, steps=40, max_restarts=0)
-    assert capped.result == RESULTS.unconverged_eigenvalues
-    with pytest.raises(Exception, match="Lanczos did not converge"):
-        hessian_spectrum(model, quad, k=3, steps=40, max_restarts=0, throw=True)
-
-
-@pytest.mark.slow
-def test_lanczos_block_resolves_multiplicity_and_invariant_subspaces():
-    lam = np.r_[-1.0, -1.0, -1.0, np.linspace(-0.5, 3.0, 194), 5.0, 5.0, 5.0]
-    model, quad = _quadratic(lam, seed=1)
-    spec = hessian_spectrum(model, quad, k=4, steps=40, block=3)
-    assert spec.ok
-    np.testing.assert_allclose(spec.eigenvalues[:3], -1.0, atol=1e-10)
-    np.testing.assert_allclose(spec.eigenvalues[-3:], 5.0, atol=1e-10)
-    assert int(spec.morse_index) == 4 and not bool(spec.morse_exact)  # all 4 negative
-    # H = I: the Krylov space closes after one step; the basis goes on from random vectors
-    eye = hessian_spectrum(P(jnp.zeros(100)), lambda m, a: 0.5 * jnp.sum(m.p**2), k=3, steps=20)
-    assert eye.ok
-    np.testing.assert_allclose(eye.eigenvalues, np.ones(6), atol=1e-12)
-
-
-@pytest.mark.slow
-def test_morse_index_settled_from_the_low_end():
-    lam = np.r_[-2.0, -1.0, -0.5, np.linspace(0.5, 4.0, 297)]
-    model, quad = _quadratic(lam, seed=2)
-    spec = hessian_spectrum(model, quad, k=6, steps=60)
-    assert spec.ok and int(spec.morse_index) == 3 and bool(spec.morse_exact)
-    dense = hessian_spectrum(model, quad)
-    assert int(dense.morse_index) == 3 and bool(dense.morse_exact)
-
-
-@pytest.mark.parametrize(
-    "kw, match",
-    [
-        (dict(k=2, steps=0), "`steps`"),
-        (dict(k=2, steps=-5), "`steps`"),
-        (dict(k=2, steps=2.5), "`steps`"),
-        (dict(k=2, steps="many"), "`steps`"),
-        (dict(k=2, steps=61), "at most P"),
-        (dict(k=2, steps=5), "at least 2k"),
-        (dict(k=31), "`k`"),
-        (dict(k=0), "`k`"),
-        (dict(steps=10), "pass `k`"),
-        (dict(k=2, block=0), "`block`"),
-        (dict(k=2, tol=0.0), "`tol`"),
-        (dict(k=2, tol=float("nan")), "`tol`"),
-        (dict(k=2, max_restarts=-1), "`max_restarts`"),
-        (dict(eig_tol=-1.0), "`eig_tol`"),
-    ],
-)
-def test_hessian_spectrum_rejects_bad_options(kw, match):
-    model, quad = _quadratic(np.linspace(-1, 1, 60))
-    with pytest.raises(ValueError, match=match):
-        hessian_spectrum(model, quad, **kw)
-
-
-@pytest.mark.slow
-def test_nonfinite_loss_is_reported():
-    def loss(m, a):
-        return jnp.sum(m.p**2) * jnp.nan
-
-    for kw in ({}, {"k": 2, "steps": 10}):
-        spec = hessian_spectrum(P(jnp.ones(20)), loss, **kw)
-        assert spec.result == RESULTS.nonfinite_point
-    cp = critical_point(P(jnp.ones(20)), loss)
-    assert cp.result == RESULTS.nonfinite_point
 
 
 def test_critical_point_finds_saddles_and_minima_and_says_why_it_stops():
@@ -207,16 +76,6 @@ def test_escape_saddle_then_flow_goes_downhill():
         escape_saddle(saddle, loss, spectrum=bigger)
 
 
-def test_dense_spectrum_under_filter_vmap_where_the_curvature_is_constant():
-    # H does not depend on the batched point (a quadratic): only the point's finiteness is
-    # batched, which the eager path read with bool() (TracerBoolConversionError)
-    model, loss = _quadratic([-1.0, 2.0, 3.0])
-    batch = P(jnp.stack([model.p, model.p + 1.0]))
-    out = eqx.filter_vmap(lambda m: hessian_spectrum(m, loss))(batch)
-    np.testing.assert_allclose(out.eigenvalues, [[-1.0, 2.0, 3.0]] * 2, atol=1e-12)
-    assert out.morse_index.tolist() == [1, 1] and bool(jnp.all(out.ok))
-
-
 @pytest.mark.slow
 def test_critical_point_polishes_flows_to_1e_10():
     # 13 parameters, 6 data: the minima form a manifold (a singular Hessian); MINRES takes
@@ -240,33 +99,6 @@ def test_critical_point_polishes_flows_to_1e_10():
         cp = critical_point(near, loss, args=(X, y), kind=kind, max_steps=steps)
         assert cp.ok and float(cp.grad_norm) < 1e-10, (kind, cp.result, cp.grad_norm)
         assert bool(cp.morse_exact) and int(cp.morse_index) == 0
-
-
-@pytest.mark.slow
-def test_lanczos_on_an_mlp_against_numpy():
-    # a tanh MLP with 2,121 parameters on 400 samples: the 5 smallest and largest Hessian
-    # eigenvalues against numpy's eigvalsh of the dense Hessian, to 1e-8 relative to ||H||
-    X = jax.random.normal(jax.random.PRNGKey(0), (400, 10), jnp.float64)
-    y = jnp.sin(X[:, 0]) * X[:, 1]
-    mlp = eqx.nn.MLP(10, 1, 40, 2, activation=jnp.tanh, key=jax.random.PRNGKey(1))
-    mlp = jax.tree_util.tree_map(
-        lambda x: x.astype(jnp.float64) if eqx.is_inexact_array(x) else x, mlp
-    )
-
-    def loss(m, data):
-        return 0.5 * jnp.mean((jax.vmap(m)(data[0])[:, 0] - data[1]) ** 2)
-
-    params, static = eqx.partition(mlp, eqx.is_inexact_array)
-    flat, unravel = ravel_pytree(params)
-    H = jax.jit(jax.hessian(lambda x: loss(eqx.combine(unravel(x), static), (X, y))))(flat)
-    ref = np.linalg.eigvalsh(np.asarray(H))
-    spec = hessian_spectrum(mlp, loss, args=(X, y), k=5, steps=60)
-    assert spec.ok and flat.size == 2121
-    want = np.r_[ref[:5], ref[-5:]]
-    np.testing.assert_allclose(spec.eigenvalues, want, atol=1e-8 * np.abs(ref).max())
-    # at this random init 1,023 eigenvalues are negative: the 5 smallest give only a bound
-    assert int(np.sum(ref < -1e-6 * np.abs(ref).max())) == 1023
-    assert int(spec.morse_index) == 5 and not bool(spec.morse_exact)
 
 
 @pytest.mark.slow

@@ -35,3 +35,31 @@ def test_nnqp_hand_case_and_vmap():
         jnp.array([[1.0, 2.0], [-1.0, 3.0]])
     )
     np.testing.assert_allclose(batch, [[1.0, 2.0], [0.0, 3.0]])
+
+
+def test_lu_solve_against_numpy():
+    from theory.numerics import lu_solve
+
+    solve = jax.jit(lu_solve, static_argnames="unroll")
+    rng = np.random.default_rng(0)
+    # unrolled up to k = 16, else (and for unroll=False) a loop
+    for k, unroll, p in ((5, True, 0), (5, False, 3), (17, True, 3)):
+        M, b = rng.normal(size=(k, k)), rng.normal(size=(k, p) if p else k)
+        x = solve(jnp.asarray(M), jnp.asarray(b), unroll=unroll)
+        np.testing.assert_allclose(x, np.linalg.solve(M, b), rtol=1e-9, atol=1e-11)
+    # singular: non-finite entries (as LAPACK's getrf/getrs), not a finite wrong answer
+    assert not np.all(np.isfinite(solve(jnp.asarray(M).at[0].set(0.0), jnp.asarray(b))))
+
+
+def test_spd_inverse_against_numpy():
+    from theory.numerics import spd_inverse
+
+    inverse = jax.jit(spd_inverse)
+    rng = np.random.default_rng(0)
+    # the base case (k <= 8), uneven splits, a batch, and a Gram block of condition ~1e4
+    for shape, d in (((5, 5), 7), ((3, 19, 19), 22), ((2, 64, 64), 64)):
+        X = rng.normal(size=shape[:-1] + (d,))
+        M = X @ np.swapaxes(X, -1, -2)
+        expected = np.linalg.inv(M)
+        scale = np.max(np.abs(expected))
+        np.testing.assert_allclose(inverse(jnp.asarray(M)), expected, atol=1e-9 * scale)
