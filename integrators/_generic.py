@@ -204,6 +204,8 @@ def gradient_flow(
     shape = eqx.filter_eval_shape(loss, model, args)
     if not (hasattr(shape, "shape") and shape.shape == ()):
         raise ValueError(f"`loss(model, args)` must return a scalar, got {shape}")
+    if observables is not None:
+        _check_observables(observables, ts, model, args)
     scale = None
     if units is not None:
         labels, count = unit_labels(units, params)
@@ -241,6 +243,24 @@ def gradient_flow(
 
         out = regrow(out, more, ts, capacity)
     return out.raise_if_failed(throw)
+
+
+def _check_observables(observables, ts, model, args):
+    """`observables(t, model, args)` must trace and return a pytree of arrays (they are
+    saved with a leading T axis)."""
+    try:
+        out = eqx.filter_eval_shape(observables, ts[0], model, args)
+    except Exception as err:  # noqa: BLE001 - said in our words, with the cause
+        raise ValueError(
+            f"`observables` must be callable as observables(t, model, args) -> pytree of "
+            f"arrays; calling it failed: {type(err).__name__}: {err}"
+        ) from err
+    bad = [x for x in jax.tree_util.tree_leaves(out) if not hasattr(x, "shape")]
+    if bad:
+        raise ValueError(
+            f"`observables` must return a pytree of arrays, got a leaf {bad[0]!r} "
+            f"({type(bad[0]).__name__})"
+        )
 
 
 def _below_tolerance(params, scale, floor):

@@ -25,6 +25,7 @@ from dynamics import MeanFieldNet, MultiIndexTarget, observables, unchecked
 from theory import RESULTS, AbstractSolution, diffrax_stats
 from theory.checks import (
     check_activation,
+    check_dtype,
     check_finite,
     check_flag,
     check_model,
@@ -77,7 +78,7 @@ def check_memory(n: int, d: int, m: int, batch_size: int, dtype=jnp.float64) -> 
     """
     n, d, m = (check_positive_int(k, v) for k, v in (("n", n), ("d", d), ("m", m)))
     batch_size = check_positive_int("batch_size", batch_size)
-    item = jnp.dtype(dtype).itemsize
+    item = check_dtype(dtype).itemsize  # a floating dtype (int32 was taken)
     need = item * (n * d + n + 8 * batch_size * m + 16 * m * d)
     device = jax.devices()[0]
     stats = device.memory_stats() if device.platform != "cpu" else None

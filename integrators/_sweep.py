@@ -360,7 +360,17 @@ def _layouts(points, static, dtype, code, functions, mesh, batch_size, key0):
     layouts = []
     for point in points:
         stat = {k: point[k] for k in static}
-        dyn = {k: jnp.asarray(v, dtype) for k, v in point.items() if k not in static}
+        dyn = {}
+        for k, v in point.items():
+            if k in static:
+                continue
+            try:
+                dyn[k] = jnp.asarray(v, dtype)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"`grid` parameter {k!r} must be a number or an array (or be named in "
+                    f"`static`), got {v!r}"
+                ) from None
         # keyed by content, as the results are: the function objects alone reused a program
         # traced before a global or a captured object changed (and were unhashable for a
         # callable eqx.Module)

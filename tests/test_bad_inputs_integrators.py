@@ -383,6 +383,22 @@ CASES["sweep"] += [
     (lambda: I.sweep(_run, seeds=2, out=123), ValueError, "`out`"),
     (lambda: I.sweep(_run, seeds=2, config=[1, 2]), ValueError, "`config`"),
 ]
+CASES["sweep"] += [
+    (lambda: I.sweep(_run, seeds=2, grid=[{"alpha": "x"}]), ValueError, "`grid` parameter")
+]
+CASES["check_memory"] += [(lambda: I.check_memory(2, 2, 2, 1, jnp.int32), ValueError, "dtype")]
+CASES["gradient_flow"] += [
+    (
+        lambda: I.gradient_flow(NET, _sq, TS, observables=lambda x: x),
+        ValueError,
+        "calling it failed",
+    ),
+    (
+        lambda: I.gradient_flow(NET, _sq, TS, observables=lambda t, m, a: "s"),
+        ValueError,
+        "pytree of arrays",
+    ),
+]
 CASES["load_sweep"] += [(lambda: I.load_sweep(None), ValueError, "`out`")]
 CASES["pick_batch_size"] += [(lambda: I.pick_batch_size(10, device="cpu"), ValueError, "device")]
 CASES["gradient_flow"] += [

@@ -159,3 +159,9 @@ def test_model_loss_and_units():
     assert float(diagonal_loss(net, (X, y))) == 0.0
     assert float(unchecked.diagonal_loss(net, (X, y + 1.0))) == 0.5
     assert diagonal_units(net).u.tolist() == [0, 1]
+
+
+def test_no_signal_means_no_jump():
+    # X = 0 (G = 0): no jump, ok; not refused as out of float's range
+    sol = diagonal_jumps(jnp.zeros((2, 2)), jnp.ones(2))
+    assert sol.ok and int(sol.num_jumps) == 0

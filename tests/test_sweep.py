@@ -490,3 +490,11 @@ def test_argument_checks_in_a_sweep_are_collected_not_callbacks():
     assert res.failed[0] == [] and len(res.failed[1]) == 1 and not res.ok
     assert "`scale` must be finite and > 0" in res.failed[1][0]["error"]
     assert "seed 0" in res.failed[1][0]["error"]
+
+
+def test_two_equal_lambdas_resume_each_other(tmp_path):
+    # a lambda's source is its whole statement: two equal lambdas in calls with other
+    # arguments (seeds=5) were told apart, and the resume was refused
+    sweep(lambda k: {"x": jax.random.normal(k)}, seeds=3, out=tmp_path, progress=False)
+    more = sweep(lambda k: {"x": jax.random.normal(k)}, seeds=5, out=tmp_path, progress=False)
+    assert more.loaded_chunks >= 1 and more.outputs[0]["x"].shape == (5,)

@@ -108,10 +108,10 @@ def test_gradient_matches_finite_differences_and_fixed_second_layer():
 def test_quadrature_error_estimate():
     student, teacher = _pair("tanh", True)
     coarse = teacher_student_quadrature_error(student, teacher, nodes=24)
-    fine = teacher_student_quadrature_error(student, teacher, nodes=96)
+    fine = teacher_student_quadrature_error(student, teacher, nodes=80)
     truth = teacher_student_loss(student, teacher, nodes=200)
     assert fine < coarse
-    assert abs(float(teacher_student_loss(student, teacher, nodes=96) - truth)) <= float(fine)
+    assert abs(float(teacher_student_loss(student, teacher, nodes=80) - truth)) <= float(fine)
     assert float(teacher_student_quadrature_error(*_pair("relu", True))) == 0.0
     # the estimate at the fewest nodes compares with a finer rule, not with itself (was 0.0
     # on a tanh pair 0.4 off): the size of the error there (measured: 0.123 for 0.144 at 4
@@ -152,3 +152,12 @@ def test_exact_kernels_hold_at_tiny_and_huge_weights():
                 TwoLayerNet(Wt * scale, at, activation=activation),
             )
             np.testing.assert_allclose(float(scaled) / scale**2, float(base), rtol=1e-12)
+
+
+def test_quadrature_error_of_a_steep_unit_is_not_an_underestimate():
+    # tanh(30 w . x) is nearly a step: the change from 48 to 96 nodes (1.8e-3) was 10 times
+    # below the error (1.6e-2); the rule does not converge there, and the estimate says so
+    Ws, a = jnp.array([[0.5, -0.3], [0.2, 0.9]]), jnp.array([0.7, -0.4])
+    student = TwoLayerNet(30 * Ws, a, activation="tanh")
+    teacher = TwoLayerNet(jnp.array([[1.0, 2.0]]), jnp.array([1.0]), activation="tanh")
+    assert np.isinf(float(teacher_student_quadrature_error(student, teacher, nodes=48)))

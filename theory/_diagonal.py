@@ -180,7 +180,8 @@ def diagonal_jumps(
     tiny, huge = float(jnp.finfo(dtype).tiny), float(jnp.finfo(dtype).max)
     G_max = jnp.max(jnp.abs(X.T @ X))
     r_max = jnp.max(jnp.abs(X.T @ y))
-    ok = jnp.isfinite(G_max) & jnp.isfinite(r_max) & (G_max > tiny / jnp.finfo(dtype).eps)
+    ok = jnp.isfinite(G_max) & jnp.isfinite(r_max)
+    ok &= (G_max == 0) | (G_max > tiny / jnp.finfo(dtype).eps)  # X = 0: no signal, no jump
     ok &= (r_max == 0) | (r_max > tiny / jnp.finfo(dtype).eps)
     X = check_value(
         X,
