@@ -67,6 +67,7 @@ from theory.checks import (
     check_solver_options,
     check_time_grid,
     check_time_scale,
+    check_value,
     inexact,
 )
 from theory.numerics import HoldArgs, default_controller, diffeqsolve
@@ -225,6 +226,7 @@ def orthogonal_flow(
         check_finite("y", inexact(y, dtype, name="y")),
     )
     X = check_orthonormal_rows("X", X)
+    X = check_initial_loss(model, X, y)
     ts = check_time_grid("ts", ts, dtype)
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
@@ -278,3 +280,16 @@ def _solve(X, y, model, ts, tau, solver, stepsize_controller, max_steps, save_tr
         stats=diffrax_stats(sol),
     )
     return out
+
+
+def check_initial_loss(model, X, y):
+    """`X`, refused where the net's loss at the start overflows (outputs near 1e154 or larger:
+    a model x 1e200 was integrated from an infinite loss and came back ok)."""
+    h = jnp.maximum(X @ model.W.T, 0.0) @ model.a
+    r = h - y
+    return check_value(
+        X,
+        jnp.isfinite(jnp.sum(r * r)),
+        "`model`'s loss at the start overflows (its outputs a_j relu(w_j . x) are near 1e154 "
+        "or larger): scale the model",
+    )

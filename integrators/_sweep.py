@@ -60,7 +60,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from theory import RESULTS
-from theory.checks import check_positive_int
+from theory.checks import check_flag, check_positive_int
 
 from ._fingerprint import code_digest, digest
 from ._sweep_programs import (
@@ -250,6 +250,7 @@ def sweep(
         run, make, grid, static, out, config, seeds, chunk_size, batch_size
     )
     base_seed = check_positive_int("base_seed", base_seed, minimum=0)  # 2.7 and '5' refused
+    progress = check_flag("progress", progress)  # ('yes' was taken as True)
     make = _key_itself if make is None else make
     devices = jax.devices()
     mesh = Mesh(np.array(devices), ("seed",))

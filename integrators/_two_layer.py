@@ -121,6 +121,7 @@ from theory.checks import (
     inexact,
 )
 
+from ._flow import check_initial_loss
 from ._two_layer_solve import _solve
 
 
@@ -262,6 +263,7 @@ def two_layer_flow(
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
     check_solver_choice(solver)
+    X = check_initial_loss(model, X, y)
     if max_kink_events is None:
         # the events grow with the entries z_ji, about 0.7 per entry at n = 64 and 256 (a
         # fixed 4,096 ran out at t = 0.47 of 77 at n = 256, and before the drop at n = 128)

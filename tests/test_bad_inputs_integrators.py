@@ -387,6 +387,14 @@ CASES["sweep"] += [
     (lambda: I.sweep(_run, seeds=2, grid=[{"alpha": "x"}]), ValueError, "`grid` parameter")
 ]
 CASES["check_memory"] += [(lambda: I.check_memory(2, 2, 2, 1, jnp.int32), ValueError, "dtype")]
+_HUGE = TwoLayerReLU(jnp.array([1e200, -1e200]), 1e200 * jnp.eye(2))
+CASES["orthogonal_flow"] += [
+    # integrated from an infinite loss and ok (orthogonal_flow); "increase max_steps" (two_layer)
+    (lambda: I.orthogonal_flow(X2, Y2, _HUGE, TS), ValueError, "loss at the start overflows")
+]
+CASES["two_layer_flow"] += [
+    (lambda: I.two_layer_flow(X2, Y2, _HUGE, TS), ValueError, "loss at the start overflows")
+]
 CASES["gradient_flow"] += [
     (
         lambda: I.gradient_flow(NET, _sq, TS, observables=lambda x: x),
