@@ -226,12 +226,12 @@ def orthogonal_flow(
         check_finite("y", inexact(y, dtype, name="y")),
     )
     X = check_orthonormal_rows("X", X)
-    X = check_initial_loss(model, X, y)
     ts = check_time_grid("ts", ts, dtype)
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
     check_solver_choice(solver, stepsize_controller)
     model = TwoLayerReLU(check_finite("model.a", model.a), check_finite("model.W", model.W))
+    X = check_initial_loss(model, X, y)
     hold_live = check_flag("hold_live", hold_live)
     save_trajectory = check_flag("save_trajectory", save_trajectory)
     solver = diffrax.Dopri5() if solver is None else solver

@@ -263,7 +263,6 @@ def two_layer_flow(
     tau = check_time_scale(time_scale, dtype)
     max_steps = check_solver_options(rtol, atol, max_steps)
     check_solver_choice(solver)
-    X = check_initial_loss(model, X, y)
     if max_kink_events is None:
         # the events grow with the entries z_ji, about 0.7 per entry at n = 64 and 256 (a
         # fixed 4,096 ran out at t = 0.47 of 77 at n = 256, and before the drop at n = 128)
@@ -274,6 +273,7 @@ def two_layer_flow(
         gram_tol = 64 * n * float(jnp.finfo(dtype).eps)
     gram_tol = float(check_positive("gram_tol", gram_tol, allow_zero=True, scalar=True))
     model = TwoLayerReLU(check_finite("model.a", model.a), check_finite("model.W", model.W))
+    X = check_initial_loss(model, X, y)
     solver = diffrax.Dopri5() if solver is None else solver
     options = (rtol, atol, max_steps, save_trajectory)
     limits = (jnp.asarray(max_kink_events), jnp.asarray(gram_tol, dtype))
