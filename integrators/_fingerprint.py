@@ -185,6 +185,13 @@ def _feed_function(h, fn, root_module, depth, seen) -> None:
     _update(h, "source", source.encode())
     for code in _code_objects(fn.__code__):
         _update(h, "bytecode", code.co_code)
+        # what the bytecode does not say: the signature, the names it binds and reads
+        # (`lambda: 1.0` and `lambda k: 1.0` have the same bytecode)
+        signature = (
+            code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags,
+            code.co_varnames, code.co_names, code.co_freevars, code.co_cellvars,
+        )  # fmt: skip
+        _update(h, "signature", repr(signature).encode())
         for const in code.co_consts:
             if not isinstance(const, types.CodeType):
                 _feed(h, const, root_module, depth + 1, seen)

@@ -178,11 +178,15 @@ def diagonal_jumps(
     # X^T X / n and X^T y / n must stay in float's range (X, y x 1e160 overflowed them, and
     # the process ended at once with no jump, ok); the jumps are scale-free, so scale instead
     tiny, huge = float(jnp.finfo(dtype).tiny), float(jnp.finfo(dtype).max)
+    floor = jnp.log(tiny / jnp.finfo(dtype).eps)
     G_max = jnp.max(jnp.abs(X.T @ X))
     r_max = jnp.max(jnp.abs(X.T @ y))
+    # the scales X^T X and X^T y would have, in logs (their products underflow to 0, and
+    # X = 0, no signal and no jump, is valid)
+    x_log, y_log = jnp.log(jnp.max(jnp.abs(X))), jnp.log(jnp.max(jnp.abs(y)))
     ok = jnp.isfinite(G_max) & jnp.isfinite(r_max)
-    ok &= (G_max == 0) | (G_max > tiny / jnp.finfo(dtype).eps)  # X = 0: no signal, no jump
-    ok &= (r_max == 0) | (r_max > tiny / jnp.finfo(dtype).eps)
+    ok &= jnp.isneginf(x_log) | (2 * x_log > floor)
+    ok &= jnp.isneginf(x_log) | jnp.isneginf(y_log) | (x_log + y_log > floor)
     X = check_value(
         X,
         ok,
