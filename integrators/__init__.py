@@ -39,6 +39,7 @@ from ._mean_field import (
 )
 from ._spectrum import (
     HessianSpectrumSolution as HessianSpectrumSolution,
+    certify_morse as certify_morse,
     hessian_spectrum as hessian_spectrum,
 )
 from ._sweep import (
@@ -71,6 +72,7 @@ __all__ = [
     "SweepSolution",
     "TwoLayerFlowSolution",
     "VanishingFlowSolution",
+    "certify_morse",
     "check_memory",
     "checkpoint_steps",
     "critical_point",

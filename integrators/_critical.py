@@ -16,7 +16,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from theory import RESULTS, AbstractSolution
-from theory.checks import check_positive, check_positive_int
+from theory.checks import check_flag, check_positive, check_positive_int
 
 from ._krylov import minres, steihaug_cg
 from ._spectrum import (
@@ -31,6 +31,7 @@ from ._spectrum import (
     _flat,
     _hvp_at,
     _lanczos_at,
+    certify_morse,
     hessian_spectrum,
 )
 
@@ -43,14 +44,16 @@ class CriticalPointSolution(AbstractSolution):
     - `spectrum`: the `HessianSpectrumSolution` there (all eigenvalues for P <= 1024, else the
       `num_eigenpairs` smallest and largest with their vectors and residuals);
       `eigenvalues` is `spectrum.eigenvalues` and `morse_index` its Morse index (0: a
-      minimum, >= 1: a saddle; `spectrum.morse_exact` says whether it is exact or a lower
-      bound).
-    - `result`: successful when ||grad||_2 < `tol`; else why it stopped: `max_steps_reached`,
-      `unbounded` (the steps ran out while the iterate's norm grew past 1e20 times its start:
-      a loss with no minimum there), `stalled` or `nonfinite_point`. Whether the Morse index
-      is certain is the spectrum's to say: `morse_exact` (its residuals place each of the
-      smallest Ritz values on one side of the threshold, and one of them above it), and
-      `spectrum.result` (`unconverged_eigenvalues` where Lanczos ran out of restarts).
+      minimum, >= 1: a saddle), certified: from all P eigenvalues (dense, P <= 1024), where
+      the Lanczos bounds meet, or else counted among all P eigenvalues of the dense Hessian
+      up to P = 8192 (`certify=True`, the default); -1 where it is not known
+      (`spectrum.morse_lower` is then a certified lower bound).
+    - `result`: successful when ||grad||_2 < `tol` and the index is certified (or
+      `certify=False`); `uncertified_index` where the point is critical but its index is
+      not certified (P > 8192 and the Lanczos bounds apart); else why it stopped:
+      `max_steps_reached`, `unbounded` (the steps ran out while the iterate's norm grew past
+      1e20 times its start: a loss with no minimum there), `stalled` or `nonfinite_point`.
+      `spectrum.result` says whether Lanczos converged (`unconverged_eigenvalues`).
     - `stats`: `num_steps` (Newton steps, accepted or not), `num_hvps` (Hessian-vector
       products of the polish), `num_accepted_steps`.
 
@@ -188,6 +191,7 @@ def critical_point(
     max_iter: int | None = None,
     eig_tol: float | None = None,
     num_eigenpairs: int = 8,
+    certify: bool = True,
     throw: bool = False,
 ) -> CriticalPointSolution:
     """Polish `model` to a critical point of L(theta) = loss(model, args), matrix-free, and
@@ -237,7 +241,21 @@ def critical_point(
         lanczos_tol = 1e-8 if jnp.finfo(dtype).bits >= 64 else 1e-4
         opts = (k, steps, block, lanczos_tol, restarts, jax.random.PRNGKey(0))
     tol = jnp.asarray(tol, dtype)
+    certify = check_flag("certify", certify)
     sol = _critical_core(model, loss, args, kind, tol, max_steps, max_iter, eig_tol, opts)
+    if certify and opts is not None:
+        if isinstance(sol.spectrum.morse_exact, jax.core.Tracer):
+            raise ValueError(
+                "`certify=True` counts eigenvalues on the host: call critical_point outside "
+                "jit, or pass certify=False (then `morse_index` is -1 where not certified)"
+            )
+        if sol.ok:
+            spectrum = certify_morse(sol.spectrum, sol.model, loss, args=args)
+            sol = eqx.tree_at(lambda c: c.spectrum, sol, spectrum)
+        result = RESULTS.where(
+            sol.ok & ~sol.spectrum.morse_exact, RESULTS.uncertified_index, sol.result
+        )
+        sol = eqx.tree_at(lambda c: c.result, sol, result)
     return sol.raise_if_failed(throw)
 
 
@@ -285,7 +303,7 @@ def escape_saddle(
     if not bool(spectrum.ok):
         raise ValueError(f"`spectrum` did not converge: {spectrum.result}")
     lam = spectrum.eigenvalues[0]
-    if not bool(spectrum.morse_index > 0):
+    if not bool(spectrum.morse_lower > 0):  # a certified negative eigenvalue
         raise ValueError(
             f"no negative curvature: the smallest Hessian eigenvalue is {float(lam):.3e} "
             f"(not below -eig_tol x ||H||, ||H|| = {float(spectrum.scale):.3e}): not a saddle"

@@ -1,6 +1,7 @@
 """Bad input to every public function of `integrators`: (call, exception, message fragment)."""
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,6 +25,15 @@ def _run(key):
 
 
 LIN = NET  # any Equinox model with arrays
+
+
+class P3(eqx.Module):
+    p: jax.Array
+
+
+def _q3():
+    """A 3-parameter saddle, -p0^2 + p1^2 + 2 p2^2 (index 1)."""
+    return P3(jnp.zeros(3)), lambda m, a: -(m.p[0] ** 2) + m.p[1] ** 2 + 2 * m.p[2] ** 2
 
 
 def _sq(model, args):
@@ -408,6 +418,15 @@ CASES["gradient_flow"] += [
     ),
 ]
 CASES["load_sweep"] += [(lambda: I.load_sweep(None), ValueError, "`out`")]
+CASES["certify_morse"] = [
+    (
+        lambda: I.certify_morse(
+            I.hessian_spectrum(*_q3(), k=1, steps=3), P3(jnp.zeros(2)), _q3()[1]
+        ),
+        ValueError,
+        "`spectrum` is of 3 parameters",
+    )
+]
 CASES["pick_batch_size"] += [(lambda: I.pick_batch_size(10, device="cpu"), ValueError, "device")]
 CASES["gradient_flow"] += [
     (lambda: I.gradient_flow(NET, _sq, TS, observables=3), ValueError, "observables"),

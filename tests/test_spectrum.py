@@ -70,7 +70,9 @@ def test_lanczos_block_resolves_multiplicity_and_invariant_subspaces():
     assert spec.ok
     np.testing.assert_allclose(spec.eigenvalues[:3], -1.0, atol=1e-10)
     np.testing.assert_allclose(spec.eigenvalues[-3:], 5.0, atol=1e-10)
-    assert int(spec.morse_index) == 4 and not bool(spec.morse_exact)  # all 4 negative
+    # all 4 negative: a lower bound of 4, the index not claimed
+    assert int(spec.morse_lower) == 4 and int(spec.morse_index) == -1
+    assert not bool(spec.morse_exact)
     # H = I: the Krylov space closes after one step; the basis goes on from random vectors
     eye = hessian_spectrum(P(jnp.zeros(100)), lambda m, a: 0.5 * jnp.sum(m.p**2), k=3, steps=20)
     assert eye.ok
@@ -82,7 +84,11 @@ def test_morse_index_settled_from_the_low_end():
     lam = np.r_[-2.0, -1.0, -0.5, np.linspace(0.5, 4.0, 297)]
     model, quad = _quadratic(lam, seed=2)
     spec = hessian_spectrum(model, quad, k=6, steps=60)
-    assert spec.ok and int(spec.morse_index) == 3 and bool(spec.morse_exact)
+    # three Ritz values below the threshold: at least 3 (interlacing); the Ritz values above
+    # it place no eigenvalue there, so Lanczos alone does not claim the index (it did: 3)
+    assert spec.ok and int(spec.morse_lower) == 3 and int(spec.morse_index) == -1
+    certified = hessian_spectrum(model, quad, k=6, steps=60, certify=True)
+    assert int(certified.morse_index) == 3 and bool(certified.morse_exact)
     dense = hessian_spectrum(model, quad)
     assert int(dense.morse_index) == 3 and bool(dense.morse_exact)
 
@@ -158,4 +164,33 @@ def test_lanczos_on_an_mlp_against_numpy():
     np.testing.assert_allclose(spec.eigenvalues, want, atol=1e-8 * np.abs(ref).max())
     # at this random init 1,023 eigenvalues are negative: the 5 smallest give only a bound
     assert int(np.sum(ref < -1e-6 * np.abs(ref).max())) == 1023
-    assert int(spec.morse_index) == 5 and not bool(spec.morse_exact)
+    assert int(spec.morse_lower) == 5 and int(spec.morse_index) == -1
+    assert not bool(spec.morse_exact)
+
+
+def test_a_cluster_lanczos_cannot_count_is_not_claimed_and_is_certified(monkeypatch):
+    # a 50-fold negative cluster: Lanczos sees a few copies of -0.47 and, past them, Ritz
+    # values above the threshold, which place no eigenvalue (interlacing bounds from above
+    # only): the index is -1 (not known) with a certified lower bound, and the dense count
+    # of all P eigenvalues certifies 50 (it was reported as 8, or exact-looking bounds as 1)
+    import integrators._critical as C
+    import integrators._spectrum as S
+    from integrators import certify_morse
+
+    rng = np.random.default_rng(0)
+    n = 1100
+    lam = np.concatenate([np.full(50, -0.47), rng.uniform(0.01, 1.0, n - 50)])
+    model, loss = _quadratic(lam)
+    spec = hessian_spectrum(model, loss, k=4)
+    assert spec.ok and int(spec.morse_index) == -1 and not bool(spec.morse_exact)
+    assert 1 <= int(spec.morse_lower) <= 50
+    certified = certify_morse(spec, model, loss)
+    assert int(certified.morse_index) == 50 and bool(certified.morse_exact)
+    assert int(hessian_spectrum(model, loss, k=4, certify=True).morse_index) == 50
+    cp = critical_point(model, loss, num_eigenpairs=4)
+    assert cp.ok and int(cp.morse_index) == 50
+    # beyond what the dense count takes: critical, but the index is not claimed
+    monkeypatch.setattr(S, "CERTIFY_MAX", 1000)
+    cp = C.critical_point(model, loss, num_eigenpairs=4)
+    assert cp.result == RESULTS.uncertified_index and int(cp.morse_index) == -1
+    assert C.critical_point(model, loss, num_eigenpairs=4, certify=False).ok

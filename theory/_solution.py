@@ -65,6 +65,11 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "times its start (or 1e20) with no critical point in reach (a loss with no minimum, "
         "or none along this path)."
     )
+    uncertified_index = (
+        "The point is critical to `tol`, but its Morse index is not certified: the Lanczos "
+        "bounds did not meet and P is above 8192, where the dense count is not made "
+        "(`spectrum.morse_lower` is the bound reached; pass `certify=False` not to ask)."
+    )
     chunks_failed = (
         "Some chunks of the sweep raised or are missing: its `failed` and `missing` say which "
         "seeds (their outputs are NaN / -1 / False); a rerun into the same `out` retries them."
