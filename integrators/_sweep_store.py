@@ -53,7 +53,9 @@ def _load_chunk(path: Path, stamps: dict, expected: dict):
     if not path.exists():
         return None
     try:
-        with np.load(path, allow_pickle=False) as z:
+        # the file opened here and closed here, whatever np.load does with a damaged one
+        # (it left a truncated chunk's handle open: a ResourceWarning)
+        with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}
         for key, value in stamps.items():
             if np.asarray(data.pop(key)).tolist() != value:
