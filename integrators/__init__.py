@@ -10,6 +10,11 @@ from ._critical import (
     critical_point as critical_point,
     escape_saddle as escape_saddle,
 )
+from ._density import (
+    SpectralDensitySolution as SpectralDensitySolution,
+    spectral_density as spectral_density,
+    wasserstein1 as wasserstein1,
+)
 from ._diagonal import (
     DiagonalFlowSolution as DiagonalFlowSolution,
     diagonal_flow as diagonal_flow,
@@ -68,6 +73,7 @@ __all__ = [
     "MarginGradientDescentSolution",
     "MeanFieldFlowSolution",
     "OrthogonalFlowSolution",
+    "SpectralDensitySolution",
     "SweepConfigError",
     "SweepSolution",
     "TwoLayerFlowSolution",
@@ -88,7 +94,9 @@ __all__ = [
     "orthogonal_flow",
     "pick_batch_size",
     "stable_gradient_descent",
+    "spectral_density",
     "sweep",
     "two_layer_flow",
     "vanishing_flow",
+    "wasserstein1",
 ]

@@ -418,6 +418,16 @@ CASES["gradient_flow"] += [
     ),
 ]
 CASES["load_sweep"] += [(lambda: I.load_sweep(None), ValueError, "`out`")]
+CASES["spectral_density"] = [
+    (lambda: I.spectral_density(*_q3(), steps=5), ValueError, "`steps`"),
+    (lambda: I.spectral_density(*_q3(), probes=0), ValueError, "`probes`"),
+    (lambda: I.spectral_density(*_q3(), deflate=-1), ValueError, "`deflate`"),
+    (lambda: I.spectral_density(3.0, _sq), ValueError, "`model`"),
+]
+CASES["wasserstein1"] = [
+    (lambda: I.wasserstein1([0.0, 1.0], [1.0], [0.5]), ValueError, "`weights`"),
+    (lambda: I.wasserstein1([0.0], [1.0], []), ValueError, "`values`"),
+]
 CASES["certify_morse"] = [
     (
         lambda: I.certify_morse(
