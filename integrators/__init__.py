@@ -5,6 +5,7 @@ property and a `stats` dict, and takes `throw=False`. The solver machinery they 
 (`HoldArgs`, the Rosenbrock solvers, the default controller) is in `theory.numerics`.
 """
 
+from ._chain import saddle_chain as saddle_chain
 from ._critical import (
     CriticalPointSolution as CriticalPointSolution,
     critical_point as critical_point,
@@ -93,6 +94,7 @@ __all__ = [
     "neuron_units",
     "orthogonal_flow",
     "pick_batch_size",
+    "saddle_chain",
     "stable_gradient_descent",
     "spectral_density",
     "sweep",

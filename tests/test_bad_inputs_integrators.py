@@ -424,6 +424,9 @@ CASES["spectral_density"] = [
     (lambda: I.spectral_density(*_q3(), deflate=-1), ValueError, "`deflate`"),
     (lambda: I.spectral_density(3.0, _sq), ValueError, "`model`"),
 ]
+CASES["saddle_chain"] = [
+    (lambda: I.saddle_chain(object(), _sq), ValueError, "save_trajectory"),
+]
 CASES["wasserstein1"] = [
     (lambda: I.wasserstein1([0.0, 1.0], [1.0], [0.5]), ValueError, "`weights`"),
     (lambda: I.wasserstein1([0.0], [1.0], []), ValueError, "`values`"),

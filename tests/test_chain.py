@@ -1,0 +1,37 @@
+"""The saddle chain of a trajectory (`integrators._chain`): a flow's plateaus polished to
+certified saddles, and the angle at which the flow leaves them."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from integrators import gradient_flow, neuron_units, saddle_chain
+
+
+def test_the_first_plateau_of_a_small_tanh_net_is_the_origin_saddle_left_along_u():
+    # from init 1e-4 a 3-3-1 tanh net (no biases) lingers at the origin: a critical point
+    # whose index is its number of hidden units (one negative curvature per unit's (a, w)
+    # pair); the flow leaves it within 1e-3 rad of its unstable subspace (measured 8.3e-4)
+    k = jax.random.split(jax.random.PRNGKey(1), 2)
+    X = jax.random.normal(k[0], (64, 3))
+    y = jnp.tanh(X @ jnp.array([1.0, -0.5, 0.3])) + 0.5 * jnp.tanh(X @ jnp.array([-0.2, 0.8, 0.6]))
+    mlp = eqx.nn.MLP(3, 1, 3, 1, activation=jnp.tanh, use_bias=False, use_final_bias=False,
+                     key=k[1])  # fmt: skip
+    mlp = jax.tree_util.tree_map(lambda x: 1e-4 * x if eqx.is_inexact_array(x) else x, mlp)
+
+    def loss(m, data):
+        return 0.5 * jnp.mean((jax.vmap(m)(data[0])[:, 0] - data[1]) ** 2)
+
+    ts = jnp.linspace(0.0, 40.0, 401)
+    sol = gradient_flow(mlp, loss, ts, args=(X, y), save_trajectory=True,
+                        units=neuron_units(mlp))  # fmt: skip
+    chain = saddle_chain(sol, loss, args=(X, y))
+    first = chain[0]
+    assert first["ok"] and first["grad_norm"] <= 1e-12
+    assert first["morse_index"] == 3 and first["unstable"].shape == (3, 12)
+    assert first["escape_angle"] < 1e-2
+    np.testing.assert_allclose(first["loss"], 0.5 * float(jnp.mean(y**2)), rtol=1e-12)
+    with pytest.raises(ValueError, match="save_trajectory"):
+        saddle_chain(gradient_flow(mlp, loss, ts, args=(X, y)), loss, args=(X, y))
