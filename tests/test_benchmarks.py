@@ -360,3 +360,15 @@ def test_fresh_removes_the_sweeps_under_out(tmp_path):
     parser("x", "x", 1).parse_args([*args, "--fresh"])
     assert not (sweep_dir / "sweep.json").exists() and not (sweep_dir / "chunks").exists()
     assert (tmp_path / "results.json").exists()
+
+
+@pytest.mark.slow
+def test_saddle_chain(tmp_path):
+    stdout, results = run_quick("saddle_chain", tmp_path / "sc")
+    first = [r for r in results["rows"] if r["saddle"] == 0]
+    # the origin of each net: a certified saddle of index = width, left along U
+    assert all(r["ok"] and r["grad_norm"] < 1e-12 for r in first)
+    assert [r["morse_index"] for r in first] == [r["width"] for r in first]
+    assert all(r["escape_angle"] < 1e-2 for r in first)
+    assert all(d["ok"] and d["wasserstein1"] < 1e-3 for d in results["density"])
+    assert (tmp_path / "sc" / "chain.png").exists()
