@@ -44,6 +44,7 @@ BENCHMARKS = {
     "saddles": "Critical points of any model: polishing and Morse indices",
     "any_model": "Any Equinox model: the generic flow against references",
     "relu_networks": "Deep ReLU networks through their loss drop against gradient descent",
+    "saddle_chain": "Saddle chains of small tanh nets, and their Hessians' spectral densities",
     "two_layer_vs_gd": "Two-layer flow on Gaussian inputs against gradient descent",
     "max_margin": "Max-margin directions: GD against the limit, and the regime map",
     "phase_transition": "The weak/strong-signal transition: closed form, Monte Carlo, bounds",

@@ -114,6 +114,12 @@ def run_benchmark(widths=WIDTHS, horizon=40.0, seed=0):
     }
 
 
+def _angle(value) -> str:
+    """An escape angle, or a dash where there is none (the last plateau; P > 1024: no
+    unstable directions; NaN reads back from results.json as None)."""
+    return "-" if value is None or not np.isfinite(value) else f"{value:.1e}"
+
+
 def table(results: dict) -> str:
     lines = [
         "| width | saddle | t | loss | ‖grad‖ | index | escape angle (rad) |",
@@ -124,7 +130,7 @@ def table(results: dict) -> str:
         lines.append(
             f"| {r['width']} | {r['saddle']} | {r['time']:.1f} | {r['loss']:.6g} | "
             f"{r['grad_norm']:.1e}{'' if r['ok'] else ' (not ok)'} | {index} | "
-            f"{r['escape_angle']:.1e} |"
+            f"{_angle(r['escape_angle'])} |"
         )
     lines += ["", "| width | P | W1 / ‖H‖ | SLQ s | dense s |", "|---|---|---|---|---|"]
     for d in results["density"]:
