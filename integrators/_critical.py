@@ -317,7 +317,7 @@ def escape_saddle(
     v = spectrum.vectors[0]
     # the pair must be one at this model (a spectrum from another point moved it along a
     # direction of no meaning): its residual here, against its own (or 1e-6 ||H||)
-    hv = jax.jvp(jax.grad(f), (flat,), (v,))[1]
+    hv = _hvp_at(f, flat)(v)
     here = jnp.linalg.norm(hv - lam * v)
     own = 0.0 if spectrum.residuals is None else spectrum.residuals[0]
     bound = 10.0 * own + 1e-6 * spectrum.scale

@@ -26,6 +26,7 @@ from jaxtyping import Array, Float
 from theory import RESULTS, AbstractSolution
 from theory.checks import check_key, check_positive_int
 
+from ._krylov import _orthogonalize
 from ._spectrum import _check_model_and_loss, _flat, _hvp_at, hessian_spectrum
 
 
@@ -90,24 +91,23 @@ def wasserstein1(nodes, weights, values) -> float:
 def _lanczos_quadrature(matvec, v0, V, steps):
     """Gauss nodes and weights of the measure of unit v0 (orthogonal to the rows of V) under
     the operator, from `steps` Lanczos steps with full reorthogonalization (against the basis
-    and V: the deflated directions stay out)."""
-    dim = v0.shape[0]
-    Q = jnp.zeros((steps + 1, dim), v0.dtype).at[0].set(v0)
+    and V, one buffer: the deflated directions stay out)."""
+    dim, D = v0.shape[0], V.shape[0]
+    B = jnp.zeros((D + steps + 1, dim), v0.dtype).at[:D].set(V).at[D].set(v0)
+    rows = jnp.arange(D + steps + 1)
 
     def step(j, carry):
-        Q, alpha, beta = carry
-        w = matvec(Q[j])
-        a = Q[j] @ w
-        mask = (jnp.arange(steps + 1) <= j)[:, None]
-        for _ in range(2):  # twice is enough
-            w = w - (jnp.where(mask, Q, 0.0)).T @ (jnp.where(mask, Q, 0.0) @ w)
-            w = w - V.T @ (V @ w)
+        B, alpha, beta = carry
+        q = B[D + j]
+        w = matvec(q)
+        a = q @ w
+        w = _orthogonalize(B, rows <= D + j, w)
         b = jnp.linalg.norm(w)
-        Q = Q.at[j + 1].set(jnp.where(b > 0, w / jnp.where(b > 0, b, 1.0), 0.0))
-        return Q, alpha.at[j].set(a), beta.at[j].set(b)
+        B = B.at[D + j + 1].set(jnp.where(b > 0, w / jnp.where(b > 0, b, 1.0), 0.0))
+        return B, alpha.at[j].set(a), beta.at[j].set(b)
 
     zeros = jnp.zeros(steps, v0.dtype)
-    _, alpha, beta = jax.lax.fori_loop(0, steps, step, (Q, zeros, zeros))
+    _, alpha, beta = jax.lax.fori_loop(0, steps, step, (B, zeros, zeros))
     T = jnp.diag(alpha) + jnp.diag(beta[:-1], 1) + jnp.diag(beta[:-1], -1)
     theta, S = jnp.linalg.eigh(T)
     return theta, S[0] ** 2
@@ -166,9 +166,7 @@ def spectral_density(
 
     @jax.jit
     def one(k):
-        v = jax.random.rademacher(k, (dim,), dtype)
-        v = v - V.T @ (V @ v)
-        v = v - V.T @ (V @ v)
+        v = _orthogonalize(V, jnp.ones(V.shape[0], bool), jax.random.rademacher(k, (dim,), dtype))
         v = v / jnp.linalg.norm(v)
         return _lanczos_quadrature(_hvp_at(f, flat), v, V, steps)
 
