@@ -27,7 +27,7 @@ def _flattest(ts, loss, lo, hi):
     """The save index in [lo, hi] where the log-loss decays slowest."""
     rate = -np.diff(np.log(loss)) / np.maximum(np.diff(ts), 1e-300)
     lo, hi = int(lo), int(max(hi, lo + 1))
-    window = rate[lo : max(hi, lo + 1)]
+    window = rate[lo:hi]
     return lo + int(np.argmin(np.abs(window))) if window.size else lo
 
 

@@ -417,10 +417,12 @@ class _PointRunner:
             data = None if path is None else _load_chunk(path, stamps, expected)
             data = _agree_on_loading(data, path)
             if data is None:
-                data, seconds = self._compute(prog, inst_one, dyn, lo, hi, path, stamps, index)
-                if data is None:
+                data, seconds, failure = self._compute(
+                    prog, inst_one, dyn, lo, hi, path, stamps, index
+                )
+                if failure is not None:
                     cost += seconds
-                    failed.append(self._failure)
+                    failed.append(failure)
                     continue
                 self.computed += 1
                 self.bar.update(True)
@@ -433,8 +435,8 @@ class _PointRunner:
         return {k: v[: self.seeds] for k, v in result.items()}, failed, cost
 
     def _compute(self, prog, inst_one, dyn, lo, hi, path, stamps, index):
-        """One chunk computed (and written where there is a folder): (data, seconds), or
-        (None, seconds) with the failure in `self._failure` where it raised."""
+        """One chunk computed (and written where there is a folder): (data, seconds, None),
+        or (None, seconds, its failure record) where it raised."""
         start = time.perf_counter()
         try:
             if prog.run is None:
@@ -442,17 +444,17 @@ class _PointRunner:
             padded = -(-(hi - lo) // self.n_dev) * self.n_dev
             data = _compute_chunk(prog, self.key0, lo, padded, hi - lo, dyn)
         except Exception as err:  # noqa: BLE001 - recorded, reported, retried later
-            self._failure = {"seeds": [lo, hi], "error": _error_message(err)}
+            failure = {"seeds": [lo, hi], "error": _error_message(err)}
             if path is not None and self.writer:
-                _write_json(path.with_suffix(".failed.json"), self._failure)
+                _write_json(path.with_suffix(".failed.json"), failure)
             self.bar.update(True)
-            return None, time.perf_counter() - start
+            return None, time.perf_counter() - start, failure
         data[_SECONDS] = time.perf_counter() - start
         if path is not None and self.writer:
             record = {**stamps, _SECONDS: data[_SECONDS]}
             _atomic_savez(path, {**data, **{k: np.array(v) for k, v in record.items()}})
             _drop_failure_records(self.out, index, lo, hi)
-        return data, data[_SECONDS]
+        return data, data[_SECONDS], None
 
 
 def load_sweep(out: str | Path) -> SweepSolution:
