@@ -194,29 +194,11 @@ def gradient_flow(
     max_steps = check_solver_options(rtol, atol, max_steps)
     hold_kinks = check_flag("hold_kinks", hold_kinks)
     check_solver_choice(solver, stepsize_controller, adaptive=False)
-    if observables is not None and not callable(observables):
-        raise ValueError(
-            f"`observables` must be callable as observables(t, model, args), got {observables!r}"
-        )
     save_trajectory = check_flag("save_trajectory", save_trajectory)
     if max_sliding is not None:
         max_sliding = check_positive_int("max_sliding", max_sliding)
-    shape = eqx.filter_eval_shape(loss, model, args)
-    if not (hasattr(shape, "shape") and shape.shape == ()):
-        raise ValueError(f"`loss(model, args)` must return a scalar, got {shape}")
-    if observables is not None:
-        _check_observables(observables, ts, model, args)
-    scale = None
-    if units is not None:
-        labels, count = unit_labels(units, params)
-        scale = LogScale([jnp.asarray(lab) for lab in labels], count)
-        zero = zero_units(params, labels, count)
-        tau = check_value(
-            tau,
-            ~jnp.any(zero),
-            "every unit of `units` must be nonzero at the start (label a zero unit -1), "
-            "got a unit with all its weights 0",
-        )
+    _check_loss_and_observables(loss, observables, ts, model, args)
+    scale, tau = (None, tau) if units is None else _unit_scale(units, params, tau)
     tol = None
     if steady_state is not None:
         tol = jnp.asarray(check_positive("steady_state", steady_state, scalar=True), dtype)
@@ -245,9 +227,32 @@ def gradient_flow(
     return out.raise_if_failed(throw)
 
 
-def _check_observables(observables, ts, model, args):
-    """`observables(t, model, args)` must trace and return a pytree of arrays (they are
-    saved with a leading T axis)."""
+def _unit_scale(units, params, tau):
+    """The per-unit log scale of `units` (checked against the parameters), and tau with the
+    check that no unit is zero at the start."""
+    labels, count = unit_labels(units, params)
+    zero = zero_units(params, labels, count)
+    tau = check_value(
+        tau,
+        ~jnp.any(zero),
+        "every unit of `units` must be nonzero at the start (label a zero unit -1), "
+        "got a unit with all its weights 0",
+    )
+    return LogScale([jnp.asarray(lab) for lab in labels], count), tau
+
+
+def _check_loss_and_observables(loss, observables, ts, model, args):
+    """`loss(model, args)` must be a scalar, and `observables(t, model, args)` (where given)
+    callable, tracing to a pytree of arrays (they are saved with a leading T axis)."""
+    shape = eqx.filter_eval_shape(loss, model, args)
+    if not (hasattr(shape, "shape") and shape.shape == ()):
+        raise ValueError(f"`loss(model, args)` must return a scalar, got {shape}")
+    if observables is None:
+        return
+    if not callable(observables):
+        raise ValueError(
+            f"`observables` must be callable as observables(t, model, args), got {observables!r}"
+        )
     try:
         out = eqx.filter_eval_shape(observables, ts[0], model, args)
     except Exception as err:  # noqa: BLE001 - said in our words, with the cause
