@@ -95,6 +95,61 @@ def check_memory(n: int, d: int, m: int, batch_size: int, dtype=jnp.float64) -> 
     return need
 
 
+def _check_samples(samples, batch_size, d):
+    """(samples, batch_size) checked: a pair (X (n, d), y (n,)) of at least one finite
+    sample, and a batch size only with samples."""
+    if samples is None:
+        if batch_size is not None:
+            raise ValueError("`batch_size` batches `samples`: pass it only with `samples`")
+        return None, None
+    if not (isinstance(samples, tuple | list) and len(samples) == 2):
+        raise ValueError(
+            f"`samples` must be a pair (X, y), got {type(samples).__name__}"
+            + (f" of length {len(samples)}" if isinstance(samples, tuple | list) else "")
+        )
+    X, y = samples
+    check_shape("samples[0]", X, (None, d))
+    check_shape("samples[1]", y, (jnp.shape(X)[0],))
+    if jnp.shape(X)[0] == 0:  # the finite-sample loss would be 0 / 0
+        raise ValueError("`samples` must hold at least one sample, got none")
+    if batch_size is not None:
+        batch_size = check_positive_int("batch_size", batch_size)
+    return (check_finite("samples[0]", X), check_finite("samples[1]", y)), batch_size
+
+
+def _check_decay_off(decay_off, ts, dtype):
+    """One time from ts[0] on (or inf) at which weight decay stops: an earlier time leaves
+    it off at once."""
+    off = inexact(decay_off, dtype, "decay_off")  # a string is refused, not parsed
+    if off.shape != ():
+        raise ValueError(f"`decay_off` must be one time (or inf), got shape {off.shape}")
+    return check_value(
+        off,
+        ~jnp.isnan(off) & (off >= ts[0]),
+        f"`decay_off` must be a time from ts[0] on (or inf), got {decay_off}",
+    )
+
+
+def _loss_and_gradient(target, activation, samples, batch_size):
+    """W -> the loss the flow descends (the population's, or the samples' in batches) and
+    its gradient."""
+    if samples is None:
+
+        def loss(W):
+            return unchecked.population_loss(W, target)
+
+        return loss, jax.grad(loss)
+    X, y = samples
+
+    def loss(W):
+        return unchecked.sample_loss(MeanFieldNet(W, activation), X, y, batch_size)
+
+    def grad(W):
+        return unchecked.sample_loss_gradient(MeanFieldNet(W, activation), X, y, batch_size)
+
+    return loss, grad
+
+
 def mean_field_flow(
     target: MultiIndexTarget,
     model: MeanFieldNet,
@@ -155,50 +210,10 @@ def mean_field_flow(
     max_steps = check_solver_options(rtol, atol, max_steps)
     check_solver_choice(solver, stepsize_controller)
     ts = check_time_grid("ts", ts, W0.dtype)
-    if samples is not None:
-        if not (isinstance(samples, tuple | list) and len(samples) == 2):
-            raise ValueError(
-                f"`samples` must be a pair (X, y), got {type(samples).__name__}"
-                + (f" of length {len(samples)}" if isinstance(samples, tuple | list) else "")
-            )
-        X, y = samples
-        check_shape("samples[0]", X, (None, d))
-        check_shape("samples[1]", y, (jnp.shape(X)[0],))
-        if jnp.shape(X)[0] == 0:  # the finite-sample loss would be 0 / 0
-            raise ValueError("`samples` must hold at least one sample, got none")
-        samples = (check_finite("samples[0]", X), check_finite("samples[1]", y))
-        if batch_size is not None:
-            batch_size = check_positive_int("batch_size", batch_size)
-    elif batch_size is not None:
-        raise ValueError("`batch_size` batches `samples`: pass it only with `samples`")
+    samples, batch_size = _check_samples(samples, batch_size, d)
     activation = model.activation
-    if samples is None:
-
-        def loss(W):
-            return unchecked.population_loss(W, target)
-
-    else:
-        X, y = samples
-
-        def loss(W):
-            return unchecked.sample_loss(MeanFieldNet(W, activation), X, y, batch_size)
-
-    if samples is None:
-        grad = jax.grad(loss)
-    else:
-
-        def grad(W):
-            return unchecked.sample_loss_gradient(MeanFieldNet(W, activation), X, y, batch_size)
-
-    off = inexact(decay_off, W0.dtype, "decay_off")  # a string is refused, not parsed
-    if off.shape != ():
-        raise ValueError(f"`decay_off` must be one time (or inf), got shape {off.shape}")
-    # weight decay acts until decay_off, from t = ts[0]: an earlier time leaves it off at once
-    off = check_value(
-        off,
-        ~jnp.isnan(off) & (off >= ts[0]),
-        f"`decay_off` must be a time from ts[0] on (or inf), got {decay_off}",
-    )
+    loss, grad = _loss_and_gradient(target, activation, samples, batch_size)
+    off = _check_decay_off(decay_off, ts, W0.dtype)
 
     def field(t, W, args):
         return -jnp.where(t < off, lam, 0.0) * W - m * grad(W)
