@@ -289,11 +289,16 @@ def _jumps(X, y, max_jumps: int, tol):
             joined=put(c["joined"], first),
         )
 
-    c = jax.lax.while_loop(cond, body, init)
+    return _solution(jax.lax.while_loop(cond, body, init), G, r, loss, K, d, X.dtype)
+
+
+def _solution(c, G, r, loss, K, d, dtype) -> DiagonalJumpsSolution:
+    """The jump loop's final carry `c` as a `DiagonalJumpsSolution`, its per-jump fields
+    padded to `K` rows (the class docstring says with what)."""
     num = c["k"]
     rows = jnp.arange(K)[:, None] < num
     last = jnp.maximum(num - 1, 0)
-    pad_beta = jnp.where(num > 0, c["betas"][last], jnp.zeros(d, X.dtype))
+    pad_beta = jnp.where(num > 0, c["betas"][last], jnp.zeros(d, dtype))
     betas = jnp.where(rows, c["betas"], pad_beta)
     final_loss = loss(c["beta"])
     losses = jnp.where(rows[:, 0], c["losses"], final_loss)
@@ -315,7 +320,7 @@ def _jumps(X, y, max_jumps: int, tol):
         duals=duals,
         active=actives,
         joined=c["joined"],
-        initial_loss=loss(jnp.zeros(d, X.dtype)),
+        initial_loss=loss(jnp.zeros(d, dtype)),
         num_jumps=num,
         final_beta=c["beta"],
         final_loss=final_loss,
