@@ -61,6 +61,7 @@ from ._symmetry import (
 )
 from ._teacher_student import (
     TwoLayerNet as TwoLayerNet,
+    order_parameters as order_parameters,
     teacher_student_loss as teacher_student_loss,
     teacher_student_quadrature_error as teacher_student_quadrature_error,
 )
@@ -93,6 +94,7 @@ __all__ = [
     "mean_field_init",
     "merge_neurons",
     "observables",
+    "order_parameters",
     "orthogonal_data",
     "population_distance",
     "population_loss",

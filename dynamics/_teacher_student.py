@@ -42,7 +42,7 @@ import numpy as np
 from jax.scipy.special import erf, ndtr
 from jaxtyping import Array, Float
 
-from theory import activation_function as _named_activation
+from theory import OrderParameters, activation_function as _named_activation
 from theory.checks import (
     check_finite,
     check_flag,
@@ -97,7 +97,11 @@ class TwoLayerNet(eqx.Module):
 
     def __call__(self, x: Float[Array, "... d"]) -> Float[Array, "..."]:
         z = x @ self.W.T + (0.0 if self.b is None else self.b)
-        return _activation(self.activation)(z) @ self.a
+        return self.sigma(z) @ self.a
+
+    def sigma(self, z):
+        """The activation, elementwise."""
+        return _activation(self.activation)(z)
 
 
 def _G(rho):
@@ -323,3 +327,25 @@ def teacher_student_quadrature_error(
     converging = (e1 > 0) & (q < 0.5)
     estimate = jnp.where(converging, e1 / (1.0 - jnp.where(converging, q, 0.0)), jnp.inf)
     return jnp.where((e1 == 0) & (e2 == 0), 0.0, estimate)
+
+
+def order_parameters(model: TwoLayerNet, teacher: TwoLayerNet) -> OrderParameters:
+    """The order parameters of a student and its teacher (no biases, one activation):
+    Q = W W^T, R = W W*^T, T = W* W*^T, a and c, the state of `theory.online_sgd_ode`.
+
+    >>> teacher = TwoLayerNet(jnp.eye(2), jnp.ones(2), activation="erf")
+    >>> student = TwoLayerNet(jnp.array([[2.0, 0.0]]), jnp.ones(1), activation="erf")
+    >>> order_parameters(student, teacher).R.tolist()
+    [[2.0, 0.0]]
+    """
+    model = _check_net("model", model)
+    teacher = _check_net("teacher", teacher, model.W.shape[1])
+    if model.activation != teacher.activation:
+        raise ValueError(
+            f"`model` and `teacher` must share one activation, got {model.activation!r} and "
+            f"{teacher.activation!r}"
+        )
+    W, V = model.W, teacher.W.astype(model.W.dtype)
+    return OrderParameters(
+        Q=W @ W.T, R=W @ V.T, T=V @ V.T, a=model.a, c=teacher.a.astype(model.a.dtype)
+    )

@@ -43,6 +43,7 @@ from ._mean_field import (
     check_memory as check_memory,
     mean_field_flow as mean_field_flow,
 )
+from ._online_sgd import OnlineSGDSolution as OnlineSGDSolution, online_sgd as online_sgd
 from ._spectrum import (
     HessianSpectrumSolution as HessianSpectrumSolution,
     certify_morse as certify_morse,
@@ -71,6 +72,7 @@ __all__ = [
     "GradientDescentSolution",
     "GradientFlowSolution",
     "HessianSpectrumSolution",
+    "OnlineSGDSolution",
     "MarginGradientDescentSolution",
     "MeanFieldFlowSolution",
     "OrthogonalFlowSolution",
@@ -92,6 +94,7 @@ __all__ = [
     "margin_gradient_descent",
     "mean_field_flow",
     "neuron_units",
+    "online_sgd",
     "orthogonal_flow",
     "pick_batch_size",
     "saddle_chain",

@@ -56,6 +56,16 @@ from ._margin import (
     one_minus_cos as one_minus_cos,
     signal_regime as signal_regime,
 )
+from ._online import (
+    ONLINE_EXACT as ONLINE_EXACT,
+    OnlineFixedPoint as OnlineFixedPoint,
+    OnlineODESolution as OnlineODESolution,
+    OrderParameters as OrderParameters,
+    generalization_error as generalization_error,
+    online_field as online_field,
+    online_fixed_point as online_fixed_point,
+    online_sgd_ode as online_sgd_ode,
+)
 from ._plateaus import loss_plateaus as loss_plateaus
 from ._regimes import (
     MarginConditions as MarginConditions,
@@ -101,6 +111,10 @@ __all__ = [
     "MarginConditions",
     "MaxMarginSolution",
     "ODESolution",
+    "ONLINE_EXACT",
+    "OnlineFixedPoint",
+    "OnlineODESolution",
+    "OrderParameters",
     "RESULTS",
     "Readable",
     "SaddleJumpsSolution",
@@ -120,6 +134,7 @@ __all__ = [
     "diffrax_stats",
     "dual_kernel",
     "effective_direction",
+    "generalization_error",
     "hermite_coefficients",
     "hermite_energies",
     "initial_alignment",
@@ -138,6 +153,9 @@ __all__ = [
     "mixture_test_error",
     "name_nonfinite",
     "numerics",
+    "online_field",
+    "online_fixed_point",
+    "online_sgd_ode",
     "one_minus_cos",
     "predicted_exponents",
     "rescaled",
