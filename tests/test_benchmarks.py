@@ -372,3 +372,17 @@ def test_saddle_chain(tmp_path):
     assert all(r["escape_angle"] < 1e-2 for r in first)
     assert all(d["ok"] and d["wasserstein1"] < 1e-3 for d in results["density"])
     assert (tmp_path / "sc" / "chain.png").exists()
+
+
+def test_online_sgd(tmp_path):
+    stdout, results = run_quick("online_sgd", tmp_path / "os")
+    rows = results["simulation"]
+    assert [r["d"] for r in rows] == [250, 500] and all(r["ok"] for r in rows)
+    assert all(r["max_z"] < 5 for r in rows)  # the mean inside the seeds' error bars
+    solver = {r["method"]: r for r in results["solver"]}
+    assert solver["dopri8"]["max_rel_error"] < 1e-8
+    assert solver["euler_equal_evals"]["max_rel_error"] > 100 * solver["dopri8"]["max_rel_error"]
+    plateau = results["plateau"]
+    assert all(r["fixed_point_ok"] for r in plateau["rows"])
+    assert abs(plateau["escape_slope"] / plateau["inverse_unstable"] - 1) < 0.05
+    assert (tmp_path / "os" / "eg.png").exists() and (tmp_path / "os" / "plateau.png").exists()
