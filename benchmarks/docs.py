@@ -45,6 +45,7 @@ BENCHMARKS = {
     "any_model": "Any Equinox model: the generic flow against references",
     "relu_networks": "Deep ReLU networks through their loss drop against gradient descent",
     "saddle_chain": "Saddle chains of small tanh nets, and their Hessians' spectral densities",
+    "online_sgd": "Online SGD: order-parameter ODEs against simulations, Euler and the plateau",
     "two_layer_vs_gd": "Two-layer flow on Gaussian inputs against gradient descent",
     "max_margin": "Max-margin directions: GD against the limit, and the regime map",
     "phase_transition": "The weak/strong-signal transition: closed form, Monte Carlo, bounds",
