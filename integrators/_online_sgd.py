@@ -8,7 +8,7 @@ from jaxtyping import Array, Float
 
 from dynamics import TwoLayerNet, order_parameters
 from theory import ONLINE_EXACT, RESULTS, AbstractSolution, OrderParameters, generalization_error
-from theory.checks import check_key, check_positive, check_time_grid
+from theory.checks import check_key, check_positive, check_positive_int, check_time_grid
 
 _BLOCK = 32  # steps whose samples are drawn at once
 
@@ -77,6 +77,7 @@ def online_sgd(
     check_positive("lr_second", lr_second, allow_zero=True, scalar=True)
     check_positive("noise", noise, allow_zero=True, scalar=True)
     rates = tuple(jnp.asarray(x, dtype) for x in (lr, lr_second, noise))
+    nodes = check_positive_int("nodes", nodes, minimum=4)
     return _run(model, teacher, ts, key, rates, nodes).raise_if_failed(throw)
 
 

@@ -32,9 +32,11 @@ units only (`patterns`), so no covariance is singular because a unit appears twi
   down to the orthant probabilities P(S) = P(u_s > 0 for s in S): 1/2, 1/4 + arcsin(r)/(2 pi),
   1/8 + (arcsin r_12 + arcsin r_13 + arcsin r_23)/(4 pi) (Sheppard), and for four units
   Plackett's (1954) reduction dP/dr_ij = phi_2(0, 0; r_ij) P(kl | ij), integrated from the
-  identity along R(t) = I + t (R - I), t = 1 - s^2, by Gauss-Legendre (64 nodes: the
-  substitution removes the 1 / sqrt(1 - t) of a correlation near 1). Checked against
-  scipy's multivariate normal CDF and Monte Carlo (`tests/test_online.py`).
+  identity along R(t) = I + t (R - I) by the tanh-sinh rule (205 nodes): a student unit
+  that has learned its teacher unit has r_ij -> 1, and the integrand's 1 / sqrt(1 - t^2 r^2)
+  is then nearly singular at t = 1 (64-point Gauss-Legendre after t = 1 - s^2 was 1e-5 off at
+  1 - r = 1e-8, enough to stall the ODE solver's error control; the tanh-sinh rule resolves
+  it). Checked against scipy's multivariate normal CDF and Monte Carlo (`tests/test_online.py`).
 - **any other activation** (a callable): a tensor Gauss-Hermite rule over the distinct units
   (`nodes` points per dimension, at most 4 dimensions). Its error grows with the variances: for
   erf's I4 at unit-scale variances 24 nodes give 1e-4, at a variance of 5.5 they give 2e-2
@@ -48,7 +50,6 @@ import jax.numpy as jnp
 import numpy as np
 
 EXACT = ("erf", "relu", "linear")
-_PLACKETT_NODES = 64
 
 
 def patterns(tuples: np.ndarray):
@@ -122,24 +123,41 @@ def _erf_j2(C, a, b):
 # -- relu: truncated moments by Stein's lemma --------------------------------------------------
 
 
+# a conditional variance is >= 0; rounding can take it below when two units are collinear
+# (a student unit on its teacher unit to 1e-8): there the integrals keep rounding-level
+# accuracy only, and never turn NaN
+_TINY = 1e-300
+
+
 def _condition(C, s):
     """The covariance given u_s = 0, and that event's density 1 / sqrt(2 pi C_ss)."""
-    return C - jnp.outer(C[:, s], C[s, :]) / C[s, s], 1.0 / jnp.sqrt(2.0 * jnp.pi * C[s, s])
+    var = jnp.maximum(C[s, s], _TINY)
+    return C - jnp.outer(C[:, s], C[s, :]) / var, 1.0 / jnp.sqrt(2.0 * jnp.pi * var)
 
 
 def _corr(C, i, j):
-    return C[i, j] / jnp.sqrt(C[i, i] * C[j, j])
+    return C[i, j] / jnp.sqrt(jnp.maximum(C[i, i] * C[j, j], _TINY))
+
+
+def _tanh_sinh(h: float = 1.0 / 32, top: float = 3.2):
+    """Nodes 1 - t (kept apart from t, so that 1 - t near 1e-17 is not rounded to 0) and
+    weights of the tanh-sinh rule on t in [0, 1]: exact to rounding for integrands analytic
+    inside, and robust where they are nearly singular at an end."""
+    v = np.arange(-top, top + h / 2, h)
+    x = 0.5 * np.pi * np.sinh(v)
+    one_minus_t = np.exp(-2 * x) / (1 + np.exp(-2 * x))  # = 1 - 1 / (1 + e^{-2x})
+    w = h * 0.5 * np.pi * np.cosh(v) / (2 * np.cosh(x) ** 2)
+    return one_minus_t, w
 
 
 def _plackett4(C, S):
     """P(u > 0 on four units) by Plackett's reduction (module docstring)."""
     d = jnp.sqrt(jnp.array([C[s, s] for s in S]))
     R = jnp.stack([jnp.stack([C[i, j] for j in S]) for i in S]) / jnp.outer(d, d)
-    x, w = np.polynomial.legendre.leggauss(_PLACKETT_NODES)
-    s, w = 0.5 * (x + 1.0), 0.5 * w  # on [0, 1]
-    t, w = 1.0 - s * s, w * 2.0 * s  # t = 1 - s^2
+    one_minus_t, w = _tanh_sinh()
 
-    def rate(t):
+    def rate(u):  # u = 1 - t
+        t = 1.0 - u
         A = jnp.eye(4) + t * (R - jnp.eye(4))
         total = 0.0
         for i, j in itertools.combinations(range(4), 2):
@@ -147,12 +165,18 @@ def _plackett4(C, S):
             kl = jnp.array([m for m in range(4) if m not in (i, j)])
             # the covariance of the other two given u_i = u_j = 0
             rest = A[kl][:, kl] - A[kl][:, ij] @ jnp.linalg.solve(A[ij][:, ij], A[ij][:, kl])
-            r = rest[0, 1] / jnp.sqrt(rest[0, 0] * rest[1, 1])
-            density = 1.0 / (2.0 * jnp.pi * jnp.sqrt(1.0 - A[i, j] ** 2))
-            total = total + R[i, j] * density * (0.25 + _asin(r) / (2.0 * jnp.pi))
+            r = rest[0, 1] / jnp.sqrt(jnp.maximum(rest[0, 0] * rest[1, 1], _TINY))
+            r = jnp.where(jnp.isfinite(r), r, 0.0)  # a 2 x 2 block singular to rounding
+            # 1 - t^2 r_ij^2 = (1 - t r)(1 + t r), 1 - t r = u r + (1 - r) without cancellation
+            rho = R[i, j]
+            near = u * jnp.abs(rho) + jnp.maximum(1.0 - jnp.abs(rho), 0.0)
+            gap = jnp.maximum(near * (1.0 + t * jnp.abs(rho)), _TINY)
+            density = 1.0 / (2.0 * jnp.pi * jnp.sqrt(gap))
+            total = total + rho * density * (0.25 + _asin(r) / (2.0 * jnp.pi))
         return total
 
-    return 1.0 / 16.0 + jnp.sum(w * jax.vmap(rate)(jnp.asarray(t, R.dtype)))
+    u = jnp.asarray(one_minus_t, R.dtype)
+    return 1.0 / 16.0 + jnp.sum(jnp.asarray(w, R.dtype) * jax.vmap(rate)(u))
 
 
 def _orthant(C, S):
