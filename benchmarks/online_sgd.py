@@ -12,8 +12,8 @@ starts from the same order parameters up to O(d^-1/2).
    over t between the seeds' mean eps_g and the ODEs' mean; `max_z` that gap over the
    seeds' standard error; `seed_rms_gap` the root mean square over seeds of each run's largest
    gap to its own ODE, whose slope against d (log-log) is `gap_exponent` (-1/2 expected).
-2. **Solvers**: `rhs_evals` and the largest relative error of eps_g over the horizon against a
-   reference (Dopri8 at rtol = atol = 1e-14), for Euler at dt = 0.01 (what the public codes
+2. **Solvers**: `rhs_evals` and the largest relative error of eps_g over the horizon (where
+   eps_g is above 1e-6 of its start) against a reference (Dopri8 at rtol = atol = 1e-14), for Euler at dt = 0.01 (what the public codes
    do), Euler at the evaluations of Dopri8 at rtol 1e-10, Tsit5 and Dopri8 at rtol 1e-10.
 3. **Plateau** (erf, K = M = 2, fixed second layer, Q0 = 0.05 I, R0 = eps I): its height
    against the fixed point of the ODEs (`theory.online_fixed_point`, polished from the
@@ -52,6 +52,7 @@ DIMS = (250, 1000, 4000)
 SAVES = 41
 R0 = np.array([[0.2, 0.1], [0.1, 0.15], [0.05, 0.05]])
 EPSILONS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
+EG_FLOOR = 1e-6  # solver errors are relative where eps_g > EG_FLOOR eps_g(0)
 
 
 def teacher(activation, M, d):
@@ -136,8 +137,12 @@ def solvers(config):
     ref_eg = np.asarray(ref.eg)
     rows = []
 
+    # relative errors where eps_g is above 1e-6 of its start (linear units learn their teacher
+    # to eps_g 1e-15 by t = 20, below what any solver's atol resolves)
+    keep = ref_eg > EG_FLOOR * ref_eg[0]
+
     def add(method, sol, seconds):
-        err = float(np.max(np.abs(np.asarray(sol.eg) / ref_eg - 1)))
+        err = float(np.max(np.abs(np.asarray(sol.eg)[keep] / ref_eg[keep] - 1)))
         rows.append({"activation": activation, "K": K, "M": M, "method": method,
                      "rhs_evals": int(sol.stats["rhs_evals"]), "max_rel_error": err,
                      "ok": bool(sol.ok), "seconds": seconds})  # fmt: skip
@@ -158,7 +163,8 @@ def solvers(config):
     equal = horizon / int(dopri8.stats["rhs_evals"])
     add("euler_equal_evals", *timed(dt=equal, max_steps=10**7))
     reference = {"activation": activation, "reference_vs_tsit5": float(
-        np.max(np.abs(np.asarray(check.eg) / ref_eg - 1)))}  # fmt: skip
+        np.max(np.abs(np.asarray(check.eg)[keep] / ref_eg[keep] - 1))),
+        "smallest_eg_compared": float(ref_eg[keep].min())}  # fmt: skip
     return rows, reference
 
 

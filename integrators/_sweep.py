@@ -62,6 +62,7 @@ from jax.sharding import Mesh
 from theory import RESULTS
 from theory.checks import check_flag, check_positive_int
 
+from . import _sweep_export
 from ._fingerprint import code_digest, digest
 from ._sweep_programs import (
     _PROGRAMS,
@@ -379,9 +380,24 @@ def _layouts(points, static, dtype, code, functions, mesh, batch_size, key0):
         if skey not in _PROGRAMS:
             _PROGRAMS[skey] = _Programs(make, run, stat, mesh, batch_size)
         prog = _PROGRAMS[skey]
-        # traced as the programs will be (the traces of jitted helpers are cached)
-        inst_one = jax.eval_shape(prog.make_checked, key0, dyn)[0]
-        out_one = jax.eval_shape(prog.run_checked, inst_one, dyn)[0]
+        record = None
+        if _sweep_export.store_dir() is not None:
+            dyn_avals = {k: (v.shape, str(v.dtype)) for k, v in dyn.items()}
+            rkey = _sweep_export.record_key(
+                code, digest(stat), str(dtype), dyn_avals, len(device_ids),
+                jax.default_backend(), batch_size,
+            )  # fmt: skip
+            if prog.record_key != rkey:
+                record = _sweep_export.load(rkey)
+                prog.persist(rkey, record)
+            record = prog.record if prog.record.get("shapes") else None
+        if record is not None:  # what an earlier process's trace found: no trace here
+            inst_one, out_one = record["shapes"]
+        else:  # traced as the programs will be (the traces of jitted helpers are cached)
+            inst_one = jax.eval_shape(prog.make_checked, key0, dyn)[0]
+            out_one = jax.eval_shape(prog.run_checked, inst_one, dyn)[0]
+            if prog.record_key is not None:
+                prog.record["shapes"] = (inst_one, out_one)
         names = _flat_names(out_one)
         if not isinstance(out_one, Mapping) or not names:
             raise ValueError(

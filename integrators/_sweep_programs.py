@@ -29,6 +29,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from theory.checks import check_positive_int, collect_checks
 
+from . import _sweep_export
 from ._sweep_store import _flat_names
 
 
@@ -117,18 +118,45 @@ class _Programs:
         # `make` runs unsharded: XLA:CPU was seen to hang running LAPACK (the QR of
         # `orthogonal_data`) on several host devices at once. Instances are cheap; they are
         # then laid out over the mesh.
-        self.make = jax.jit(jax.vmap(self.make_checked, in_axes=(0, None)))
+        self.make = self._make_jit = jax.jit(jax.vmap(self.make_checked, in_axes=(0, None)))
         self.batch_size = batch_size
         self.run = None
+        self.record_key = None  # where the exported programs persist (`_sweep_export`)
+        self.record: dict = {}
+
+    def persist(self, key: str, record: dict | None) -> None:
+        """Call `make` and `run` through exported programs kept under `key`; `record` (loaded,
+        or None) holds those of earlier processes and what their traces found."""
+        self.record_key = key
+        self.record = record or {"make": {}, "run": {}}
+        if record is not None:
+            self.make_messages[:] = record["make_messages"]
+            self.run_messages[:] = record["run_messages"]
+            self.batch_size = self.batch_size or record.get("batch_size")
+        self.make = self._persistent("make", self._make_jit)
+        self.run = None  # prepared again, through the record
+
+    def _persistent(self, name, jitted):
+        def stored(sig, entry):
+            self.record[name][sig] = entry
+            self.record["make_messages"] = list(self.make_messages)
+            self.record["run_messages"] = list(self.run_messages)
+            self.record["batch_size"] = self.batch_size
+            _sweep_export.save(self.record_key, self.record)
+
+        program = _sweep_export.Persistent(jitted, stored)
+        program.entries.update(self.record.get(name, {}))
+        return program
 
     def prepare(self, instance_one, dyn) -> int:
         """Fix the batch size (the cache rule, from one seed's compiled memory) and compile."""
-        shapes = jax.eval_shape(self.run_checked, instance_one, dyn)[0]
-        if not jax.tree_util.tree_leaves(shapes):
-            raise ValueError(
-                "the run function must return a pytree of arrays (one row per seed), got "
-                f"{shapes!r} with no arrays"
-            )
+        if self.batch_size is None or not self.record.get("run"):
+            shapes = jax.eval_shape(self.run_checked, instance_one, dyn)[0]
+            if not jax.tree_util.tree_leaves(shapes):
+                raise ValueError(
+                    "the run function must return a pytree of arrays (one row per seed), got "
+                    f"{shapes!r} with no arrays"
+                )
         if self.batch_size is None:
             compiled = self.run_checked.lower(instance_one, dyn).compile()
             mem = compiled.memory_analysis()
@@ -150,6 +178,8 @@ class _Programs:
                 check_vma=False,
             )
         )
+        if self.record_key is not None:
+            self.run = self._persistent("run", self.run)
         return b
 
 
