@@ -13,8 +13,9 @@ starts from the same order parameters up to O(d^-1/2).
    seeds' standard error; `seed_rms_gap` the root mean square over seeds of each run's largest
    gap to its own ODE, whose slope against d (log-log) is `gap_exponent` (-1/2 expected).
 2. **Solvers**: `rhs_evals` and the largest relative error of eps_g over the horizon (where
-   eps_g is above 1e-6 of its start) against a reference (Dopri8 at rtol = atol = 1e-14), for Euler at dt = 0.01 (what the public codes
-   do), Euler at the evaluations of Dopri8 at rtol 1e-10, Tsit5 and Dopri8 at rtol 1e-10.
+   eps_g is above 1e-6 of its start) against a reference (Dopri8 at rtol = atol = 1e-14), for
+   Euler at dt = 0.01 (what the public codes do), Euler at the evaluations of Dopri8 at rtol
+   1e-10, Tsit5 and Dopri8 at rtol 1e-10.
 3. **Plateau** (erf, K = M = 2, fixed second layer, Q0 = 0.05 I, R0 = eps I): its height
    against the fixed point of the ODEs (`theory.online_fixed_point`, polished from the
    plateau), and the escape time (eps_g below half the plateau) against log(1 / eps): slope
