@@ -1,0 +1,86 @@
+"""`integrators._sweep_export`: a sweep's programs kept across processes, never stale."""
+
+import jax
+import numpy as np
+import pytest
+
+from integrators import _sweep_export, sweep
+from integrators._sweep_programs import _PROGRAMS
+
+
+def _run(key, alpha):
+    return {"x": alpha * jax.random.normal(key, (3,)), "y": jax.numpy.sin(alpha)}
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """The persistent cache in tmp_path, and a fresh process's program table."""
+    before = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+    monkeypatch.setattr(_sweep_export, "_ENGINE", None)
+    _PROGRAMS.clear()
+    yield tmp_path / "sweep_exports"
+    _PROGRAMS.clear()
+    jax.config.update("jax_compilation_cache_dir", before)
+
+
+def _sweep():
+    return sweep(_run, seeds=6, grid=[{"alpha": 0.5}], progress=False).outputs[0]
+
+
+def _count_exports(monkeypatch):
+    calls = []
+    export = _sweep_export.Persistent._export
+
+    def counted(self, args):
+        calls.append(1)
+        return export(self, args)
+
+    monkeypatch.setattr(_sweep_export.Persistent, "_export", counted)
+    return calls
+
+
+def test_a_later_process_runs_the_stored_programs_untraced(store, monkeypatch):
+    first = _sweep()
+    assert len(list(store.glob("*.pkl"))) == 1
+    _PROGRAMS.clear()  # as in a new process
+    calls = _count_exports(monkeypatch)
+    second = _sweep()
+    assert calls == []  # loaded, not traced
+    for k in first:
+        np.testing.assert_array_equal(first[k], second[k])
+
+
+def test_a_record_from_other_engine_source_is_never_used(store, monkeypatch):
+    _sweep()
+    _PROGRAMS.clear()
+    monkeypatch.setattr(_sweep_export, "_ENGINE", "another version of the engine")
+    calls = _count_exports(monkeypatch)
+    _sweep()
+    assert len(calls) == 2  # make and run traced again, under a new key
+    assert len(list(store.glob("*.pkl"))) == 2
+
+
+def test_a_record_stored_under_another_key_or_truncated_is_ignored(store, monkeypatch):
+    _sweep()
+    (path,) = store.glob("*.pkl")
+    key = path.stem
+    other = "0" * len(key)
+    (store / f"{other}.pkl").write_bytes(path.read_bytes())
+    assert _sweep_export.load(other) is None  # the key inside is checked
+    path.write_bytes(path.read_bytes()[:100])  # truncated
+    assert _sweep_export.load(key) is None
+    _PROGRAMS.clear()
+    calls = _count_exports(monkeypatch)
+    out = _sweep()
+    assert len(calls) == 2 and out["x"].shape == (6, 3)
+
+
+def test_without_a_persistent_cache_nothing_is_written(tmp_path):
+    before = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", None)
+    try:
+        assert _sweep_export.store_dir() is None
+        _sweep_export.save("k", {"a": 1})  # a no-op
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)
