@@ -158,7 +158,13 @@ class _Programs:
                     f"{shapes!r} with no arrays"
                 )
         if self.batch_size is None:
-            compiled = self.run_checked.lower(instance_one, dyn).compile()
+            # compiled for its memory analysis only: at XLA's optimization level 0 the temp
+            # size came out the same (5.39 MB for the main job's seed) in 6.8 s against 11.5 s
+            lowered = self.run_checked.lower(instance_one, dyn)
+            try:
+                compiled = lowered.compile({"xla_backend_optimization_level": 0})
+            except Exception:  # a backend without the option
+                compiled = lowered.compile()
             mem = compiled.memory_analysis()
             per_seed = (
                 mem.temp_size_in_bytes + mem.argument_size_in_bytes + mem.output_size_in_bytes
