@@ -13,7 +13,7 @@ starts from the same order parameters up to O(d^-1/2).
    seeds' standard error; `seed_rms_gap` the root mean square over seeds of each run's largest
    gap to its own ODE, whose slope against d (log-log) is `gap_exponent` (-1/2 expected).
 2. **Solvers**: `rhs_evals` and the largest relative error of eps_g over the horizon (where
-   eps_g is above 1e-6 of its start) against a reference (Dopri8 at rtol = atol = 1e-14), for
+   eps_g is above 1e-3 of its start) against a reference (Dopri8 at rtol = atol = 1e-14), for
    Euler at dt = 0.01 (what the public codes do), Euler at the evaluations of Dopri8 at rtol
    1e-10, Tsit5 and Dopri8 at rtol 1e-10.
 3. **Plateau** (erf, K = M = 2, fixed second layer, Q0 = 0.05 I, R0 = eps I): its height
@@ -53,7 +53,10 @@ DIMS = (250, 1000, 4000)
 SAVES = 41
 R0 = np.array([[0.2, 0.1], [0.1, 0.15], [0.05, 0.05]])
 EPSILONS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
-EG_FLOOR = 1e-6  # solver errors are relative where eps_g > EG_FLOOR eps_g(0)
+# solver errors are relative where eps_g > EG_FLOOR eps_g(0): eps_g = 1/2 omega^T I2 omega
+# cancels O(1) terms, so below 1e-3 of its start an atol of 1e-12 on Q and R alone moves it
+# by 1e-9 relative (linear units reach eps_g 1e-9 of its start by t = 20)
+EG_FLOOR = 1e-3
 
 
 def teacher(activation, M, d):
@@ -138,8 +141,6 @@ def solvers(config):
     ref_eg = np.asarray(ref.eg)
     rows = []
 
-    # relative errors where eps_g is above 1e-6 of its start (linear units learn their teacher
-    # to eps_g 1e-15 by t = 20, below what any solver's atol resolves)
     keep = ref_eg > EG_FLOOR * ref_eg[0]
 
     def add(method, sol, seconds):
