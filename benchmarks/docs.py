@@ -46,6 +46,7 @@ BENCHMARKS = {
     "relu_networks": "Deep ReLU networks through their loss drop against gradient descent",
     "saddle_chain": "Saddle chains of small tanh nets, and their Hessians' spectral densities",
     "online_sgd": "Online SGD: order-parameter ODEs against simulations, Euler and the plateau",
+    "startup": "The main job's seconds, cold and warm: imports, tracing, compiling, arithmetic",
     "two_layer_vs_gd": "Two-layer flow on Gaussian inputs against gradient descent",
     "max_margin": "Max-margin directions: GD against the limit, and the regime map",
     "phase_transition": "The weak/strong-signal transition: closed form, Monte Carlo, bounds",

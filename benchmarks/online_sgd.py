@@ -291,7 +291,7 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     if args.quick:
         results = run_benchmark(configs=(("erf", 2, 2, 1.0, 0.0, 0.0, 20.0, True),),
-                                dims=(250, 500), seeds=min(args.seeds, 4), seed=args.seed,
+                                dims=(250, 500), seeds=min(args.seeds, 8), seed=args.seed,
                                 out=args.out)  # fmt: skip
     else:
         results = run_benchmark(seeds=args.seeds, seed=args.seed, out=args.out)

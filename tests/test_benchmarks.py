@@ -386,3 +386,12 @@ def test_online_sgd(tmp_path):
     assert all(r["fixed_point_ok"] for r in plateau["rows"])
     assert abs(plateau["escape_slope"] / plateau["inverse_unstable"] - 1) < 0.05
     assert (tmp_path / "os" / "eg.png").exists() and (tmp_path / "os" / "plateau.png").exists()
+
+
+def test_startup(tmp_path):
+    stdout, results = run_quick("startup", tmp_path / "su")
+    cold, warm = results["runs"]
+    assert (cold["state"], warm["state"]) == ("cold", "warm")
+    assert cold["xla_compile"] > warm["xla_compile"] and warm["cache_reads"] > 0
+    assert warm["trace"] < 0.5  # the stored programs ran untraced
+    assert (tmp_path / "su" / "startup.png").exists()
