@@ -49,7 +49,7 @@ CONFIGS = (
     ("linear", 2, 2, 0.5, 0.0, 0.0, 20.0, True),
     ("relu", 3, 2, 0.3, 0.3, 0.1, 40.0, False),
 )
-DIMS = (250, 1000, 4000)
+DIMS = (250, 1000, 4000, 8000)
 SAVES = 41
 R0 = np.array([[0.2, 0.1], [0.1, 0.15], [0.05, 0.05]])
 EPSILONS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
@@ -145,9 +145,9 @@ def solvers(config):
 
     def add(method, sol, seconds):
         err = float(np.max(np.abs(np.asarray(sol.eg)[keep] / ref_eg[keep] - 1)))
-        rows.append({"activation": activation, "K": K, "M": M, "method": method,
-                     "rhs_evals": int(sol.stats["rhs_evals"]), "max_rel_error": err,
-                     "ok": bool(sol.ok), "seconds": seconds})  # fmt: skip
+        rows.append({"activation": activation, "K": K, "M": M, "tuned": config[-1],
+                     "method": method, "rhs_evals": int(sol.stats["rhs_evals"]),
+                     "max_rel_error": err, "ok": bool(sol.ok), "seconds": seconds})  # fmt: skip
         log(f"  {activation} {method}: {rows[-1]['rhs_evals']} evals, error {err:.1e}")
 
     def timed(**options):
@@ -208,10 +208,9 @@ def run_benchmark(configs=CONFIGS, dims=DIMS, seeds=8, seed=0, out=None):
         simulation += rows
         exponents.append(exponent)
         curves[exponent["config"]] = c
-        if config[-1]:  # the solver comparison on the tuned configurations
-            r, ref = solvers(config)
-            solver_rows += r
-            references.append(ref)
+        r, ref = solvers(config)
+        solver_rows += r
+        references.append(ref)
     plat, plat_curves = plateau()
     config = {"configs": [list(c) for c in configs], "dims": list(dims), "seeds": seeds,
               "R0": R0.tolist(), "saves": SAVES, "epsilons": list(EPSILONS)}  # fmt: skip
@@ -234,9 +233,14 @@ def table(results) -> str:
         )
     lines += ["", "| config | gap exponent |", "|---|--:|"]
     lines += [f"| {e['config']} | {e['gap_exponent']:.2f} |" for e in results["exponents"]]
-    lines += ["", "| activation | method | rhs evals | max rel error |", "|---|---|--:|--:|"]
+    lines += [
+        "",
+        "| activation | K | method | rhs evals | max rel error |",
+        "|---|--:|---|--:|--:|",
+    ]
     for r in results["solver"]:
-        lines.append(f"| {r['activation']} | {r['method']} | {r['rhs_evals']:,} | "
+        tag = "" if r.get("tuned", True) else " (untuned)"
+        lines.append(f"| {r['activation']}{tag} | {r['K']} | {r['method']} | {r['rhs_evals']:,} | "
                      f"{r['max_rel_error']:.1e} |")  # fmt: skip
     p = results["plateau"]
     lines += ["", "| eps | plateau eg | fixed point eg | escape t |", "|--:|--:|--:|--:|"]

@@ -434,6 +434,23 @@ CASES["teacher_student_loss"] += [
     ),
 ]
 
+_NET2 = D.TwoLayerNet(jnp.eye(2, 4), jnp.ones(2), activation="erf")
+CASES["order_parameters"] = [
+    (
+        lambda: D.order_parameters(
+            _NET2, D.TwoLayerNet(jnp.eye(2, 5), jnp.ones(2), activation="erf")
+        ),
+        ValueError,
+        "`teacher.W`",
+    ),  # fmt: skip
+    (
+        lambda: D.order_parameters(_NET2, D.TwoLayerNet(jnp.eye(2, 4), jnp.ones(2))),
+        ValueError,
+        "one activation",
+    ),  # fmt: skip
+    (lambda: D.order_parameters(_NET2, jnp.eye(2)), ValueError, "teacher"),
+]
+
 
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES | MODULES))
 

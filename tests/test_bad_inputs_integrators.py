@@ -9,7 +9,7 @@ import pytest
 from helpers import bad_input_test, public_functions, table_rows
 
 import integrators as I
-from dynamics import LeakyReLUNet, MeanFieldNet, TwoLayerReLU, standard_target
+from dynamics import LeakyReLUNet, MeanFieldNet, TwoLayerNet, TwoLayerReLU, standard_target
 
 NAN = float("nan")
 X2, Y2 = jnp.eye(2), jnp.array([1.0, -1.0])
@@ -475,6 +475,33 @@ CASES["orthogonal_flow"] += [
 ]
 CASES["escape_saddle"] += [
     (lambda: I.escape_saddle(LIN, _sq, spectrum="eigs"), ValueError, "HessianSpectrumSolution")
+]
+
+_V2 = jnp.eye(2, 6)
+_TEACH = TwoLayerNet(_V2, jnp.ones(2), activation="erf")
+_STUD = TwoLayerNet(0.5 * _V2, jnp.ones(2), activation="erf")
+_KEY = jax.random.PRNGKey(0)
+CASES["online_sgd"] = [
+    (lambda: I.online_sgd(_STUD, _TEACH, TS, key=_KEY, lr=-0.5), ValueError, "`lr`"),
+    (lambda: I.online_sgd(_STUD, _TEACH, TS, key=_KEY, lr=0.5, noise=-1.0), ValueError, "`noise`"),
+    (lambda: I.online_sgd(_STUD, _TEACH, TS, key=3, lr=0.5), ValueError, "`key`"),
+    (lambda: I.online_sgd(_STUD, _TEACH, TS[::-1], key=_KEY, lr=0.5), ValueError, "`ts`"),
+    (
+        lambda: I.online_sgd(
+            TwoLayerNet(jnp.ones((2, 5)), jnp.ones(2), activation="erf"),
+            _TEACH,
+            TS,
+            key=_KEY,
+            lr=0.5,
+        ),  # fmt: skip
+        ValueError,
+        "`teacher.W`",
+    ),
+    (
+        lambda: I.online_sgd(_STUD, TwoLayerNet(_V2, jnp.ones(2)), TS, key=_KEY, lr=0.5),
+        ValueError,
+        "one activation",
+    ),
 ]
 
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES))

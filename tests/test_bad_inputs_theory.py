@@ -463,6 +463,45 @@ CASES["compare_stages"] = [
     (lambda: T.compare_stages(TS5[::-1], ONES5, ONES5, ONES5, ONES5, **_CMP), ValueError, "`ts`"),
 ]
 
+_OP = dict(Q=jnp.eye(2), R=jnp.zeros((2, 1)), T=jnp.eye(1), a=jnp.ones(2), c=jnp.ones(1))
+_STATE = T.OrderParameters(**_OP)
+CASES["online_sgd_ode"] = [
+    (
+        lambda: T.online_sgd_ode(T.OrderParameters(**_OP | {"R": jnp.zeros((2, 2))}), TS5),
+        ValueError,
+        "`state.R`",
+    ),  # fmt: skip
+    (
+        lambda: T.online_sgd_ode(T.OrderParameters(**_OP | {"Q": jnp.eye(2) * NAN}), TS5),
+        ValueError,
+        "`state.Q`",
+    ),  # fmt: skip
+    (lambda: T.online_sgd_ode(_STATE, TS5, lr=0.0), ValueError, "`lr`"),
+    (lambda: T.online_sgd_ode(_STATE, TS5, activation="softsign"), ValueError, "`activation`"),
+    (lambda: T.online_sgd_ode(_STATE, TS5[::-1]), ValueError, "`ts`"),
+    (lambda: T.online_sgd_ode(_STATE, TS5, rtol=-1.0), ValueError, "`rtol`"),
+]
+CASES["online_field"] = [
+    (lambda: T.online_field(_STATE, lr_second=-1.0), ValueError, "`lr_second`"),
+    (
+        lambda: T.online_field(T.OrderParameters(**_OP | {"c": jnp.ones(3)})),
+        ValueError,
+        "`state.c`",
+    ),
+]
+CASES["online_fixed_point"] = [
+    (lambda: T.online_fixed_point(_STATE, max_steps=0), ValueError, "`max_steps`"),
+    (lambda: T.online_fixed_point(_STATE, noise=NAN), ValueError, "`noise`"),
+]
+CASES["generalization_error"] = [
+    (
+        lambda: T.generalization_error(T.OrderParameters(**_OP | {"a": jnp.ones(1)})),
+        ValueError,
+        "`state.a`",
+    ),  # fmt: skip
+    (lambda: T.generalization_error(_STATE, nodes=2), ValueError, "`nodes`"),
+]
+
 
 test_bad_input_is_refused_with_a_message_naming_it = bad_input_test(table_rows(CASES))
 
