@@ -21,6 +21,22 @@ EVENTS = {
 }
 
 
+def _program_sizes() -> dict:
+    """The serialized size (StableHLO bytes) of each program the sweeps stored: the traced size
+    of `make` and `run` per argument signature (`integrators._sweep_export`)."""
+    import pickle  # noqa: PLC0415
+
+    from integrators import _sweep_export  # noqa: PLC0415
+
+    folder, sizes = _sweep_export.store_dir(), {}
+    for path in sorted(folder.glob("*.pkl")) if folder is not None and folder.exists() else ():
+        record = pickle.loads(path.read_bytes())
+        for name in ("make", "run"):
+            for i, entry in enumerate(record.get(name, {}).values()):
+                sizes[f"{path.stem[:8]}:{name}:{i}"] = len(entry["blob"])
+    return sizes
+
+
 def main(argv=None) -> dict:
     argv = sys.argv[1:] if argv is None else argv
     target, job_args = argv[0], argv[1:]
@@ -73,6 +89,7 @@ def main(argv=None) -> dict:
         "other": total - imports - phases.get("run", 0.0) - phases.get("finish", 0.0),
         "largest": dict(sorted(largest.items(), key=lambda kv: -kv[1])[:8]),
     }
+    record["program_bytes"] = _program_sizes()
     with open(target, "w") as f:
         json.dump(record, f, indent=1)
     return record

@@ -8,8 +8,9 @@ cache reads, the arithmetic (the rest of the sweep), the figure, and the table a
 writes, from JAX's own monitoring events (`jax.monitoring`); `wall_seconds` is the process's
 wall time as the parent measures it, Python's start-up included.
 
-Writes `results.json` (`runs`: one per state, `cold` and `warm`, with the breakdown and the
-largest programs by seconds) and `startup.png` (stacked bars) to `--out`.
+Writes `results.json` (`runs`: one per state, `cold` and `warm`, with the breakdown, the
+largest programs by seconds and `program_bytes`, each stored program's
+serialized size) and `startup.png` (stacked bars) to `--out`.
 
     python -m benchmarks.startup [--quick]
 """
@@ -68,6 +69,10 @@ def table(results: dict) -> str:
     for r in results["runs"]:
         big = ", ".join(f"{k} {v:.1f}" for k, v in list(r["largest"].items())[:5])
         lines.append(f"| {r['state']} | {big} |")
+    sizes = results["runs"][0].get("program_bytes", {})
+    if sizes:
+        lines += ["", "| stored program (record:name:signature) | serialized bytes |", "|---|--:|"]
+        lines += [f"| {k} | {v:,} |" for k, v in sizes.items()]
     return "\n".join(lines)
 
 
