@@ -246,7 +246,7 @@ def run_benchmark(cases=CASES, seed=0, methods=METHODS, with_spectra=True) -> di
 
 def table(results: dict) -> str:
     lines = [
-        "| P | method | seconds | ||grad|| | loss | Morse index | ok | steps / HVPs |",
+        "| P | method | seconds | ‖grad‖ | loss | Morse index | ok | steps / HVPs |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in results["rows"]:
