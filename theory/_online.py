@@ -36,6 +36,7 @@ from ._online_integrals import EXACT as ONLINE_EXACT, gaussian_integrals
 from ._solution import RESULTS, AbstractSolution, Readable, diffrax_stats, name_nonfinite
 from .checks import (
     check_finite,
+    check_flag,
     check_positive,
     check_positive_int,
     check_shape,
@@ -188,7 +189,7 @@ def online_field(
     activation = _activation_name(activation)
     rates = _check_rates(lr, lr_second, noise, state.Q.dtype)
     nodes = check_positive_int("nodes", nodes, minimum=4)
-    return _field(state, rates, activation, nodes, bool(second_order))
+    return _field(state, rates, activation, nodes, check_flag("second_order", second_order))
 
 
 def generalization_error(state: OrderParameters, *, activation="erf", nodes: int = 12):
@@ -280,7 +281,8 @@ def online_sgd_ode(
     check_solver_choice(solver, adaptive=dt is None)
     if dt is not None:
         check_positive("dt", dt, scalar=True)
-    return _solve(state, ts, rates, activation, bool(second_order), nodes, solver, dt,
+    second_order = check_flag("second_order", second_order)
+    return _solve(state, ts, rates, activation, second_order, nodes, solver, dt,
                   rtol, atol, max_steps, throw)  # fmt: skip
 
 
