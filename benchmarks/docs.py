@@ -46,6 +46,7 @@ BENCHMARKS = {
     "relu_networks": "Deep ReLU networks through their loss drop against gradient descent",
     "saddle_chain": "Saddle chains of small tanh nets, and their Hessians' spectral densities",
     "online_sgd": "Online SGD: order-parameter ODEs against simulations, Euler and the plateau",
+    "online_sgd_d8000": "Online SGD at d = 8000 against its order-parameter ODEs",
     "startup": "The main job's seconds, cold and warm: imports, tracing, compiling, arithmetic",
     "two_layer_vs_gd": "Two-layer flow on Gaussian inputs against gradient descent",
     "max_margin": "Max-margin directions: GD against the limit, and the regime map",
@@ -60,6 +61,7 @@ COMMANDS = {
     "phase_transition_tails": "phase_transition --noise student-t --dof 2.5 3 4 8",
     "phase_transition_label_noise": "phase_transition --label-noise 0 0.05 0.1 0.2",
     "multi_index_finite_sample": "multi_index --samples 50000",
+    "online_sgd_d8000": "online_sgd --dims 8000 --configs 0 1 2",
     "beyond_orthogonal_n64": (
         "beyond_orthogonal --n 64 --cs 0 1e-6 0.1 --d-over-n 1 4 --no-solvers"
     ),

@@ -232,7 +232,10 @@ def table(results) -> str:
             f"{r['max_eg_gap']:.2e} | {r['max_z']:.1f} | {r['seed_rms_gap']:.2e} |"
         )
     lines += ["", "| config | gap exponent |", "|---|--:|"]
-    lines += [f"| {e['config']} | {e['gap_exponent']:.2f} |" for e in results["exponents"]]
+    for e in results["exponents"]:  # one d alone has no slope (null in results.json)
+        slope = e["gap_exponent"]
+        shown = "-" if slope is None or not np.isfinite(slope) else f"{slope:.2f}"
+        lines.append(f"| {e['config']} | {shown} |")
     lines += [
         "",
         "| activation | K | method | rhs evals | max rel error |",
