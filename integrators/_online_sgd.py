@@ -8,7 +8,13 @@ from jaxtyping import Array, Float
 
 from dynamics import TwoLayerNet, order_parameters
 from theory import ONLINE_EXACT, RESULTS, AbstractSolution, OrderParameters, generalization_error
-from theory.checks import check_key, check_positive, check_positive_int, check_time_grid
+from theory.checks import (
+    check_key,
+    check_positive,
+    check_positive_int,
+    check_time_grid,
+    check_value,
+)
 
 _BLOCK = 32  # steps whose samples are drawn at once
 
@@ -76,6 +82,19 @@ def online_sgd(
     check_positive("lr", lr, scalar=True)
     check_positive("lr_second", lr_second, allow_zero=True, scalar=True)
     check_positive("noise", noise, allow_zero=True, scalar=True)
+    if not model.train_second_layer and float(lr_second) != 0.0:
+        raise ValueError(
+            "`lr_second` must be 0 for a model with `train_second_layer=False` (its second "
+            f"layer is held fixed), got {lr_second!r}"
+        )
+    # steps are int32: past 2^31 the loop bound wrapped and nothing was trained, marked ok
+    most = (2**31 - 1 - _BLOCK) / model.W.shape[1]
+    check_value(
+        ts,
+        ts[-1] <= most,
+        f"`ts` must end at most at {most:.6g} (2^31 samples at d = {model.W.shape[1]}), "
+        "the step counter's range",
+    )
     rates = tuple(jnp.asarray(x, dtype) for x in (lr, lr_second, noise))
     nodes = check_positive_int("nodes", nodes, minimum=4)
     return _run(model, teacher, ts, key, rates, nodes).raise_if_failed(throw)

@@ -9,11 +9,13 @@ argument checks' messages, the batch size, the shapes of one seed's instance and
 later process loads it and calls it without tracing `make` or `run`.
 
 A record is keyed by everything its program depends on: the engine's own source (every `.py`
-file of `theory`, `dynamics` and `integrators`, by content), the JAX and jaxlib versions, the
-code digests of `run` and `make` (`theory.numerics`' fingerprint: code, defaults, closures,
-globals), the static parameters, the dynamic parameters' shapes and dtypes, the devices and
-the batch size. The key is stored inside the record as well and checked on load: a record
-whose key differs, or that fails to load, is ignored (and rewritten), never used.
+file of `theory`, `dynamics` and `integrators`, by content), the source of the caller's own
+loaded modules, the versions of JAX, jaxlib, diffrax, equinox, lineax, optimistix, optax and
+numpy, JAX's settings (x64, matmul precision), the code digests of `run` and `make`
+(`theory.numerics`' fingerprint: code, defaults, closures, globals), the static parameters, the
+dynamic parameters' shapes and dtypes, the devices and the batch size. The key is stored inside
+the record as well and checked on load: a record whose key differs, or that fails to load, is
+ignored (and rewritten), never used.
 """
 
 import hashlib
@@ -27,25 +29,53 @@ from jax import export
 
 from ._fingerprint import digest
 
-_ENGINE: str | None = None
 _FORMAT = 1  # the record layout; a change makes old records stale
 
 
-def engine_version() -> str:
-    """A digest of the engine's source (theory, dynamics, integrators) and of JAX's versions."""
-    global _ENGINE
-    if _ENGINE is None:
-        h = hashlib.sha256()
-        root = Path(__file__).resolve().parent.parent
-        for package in ("theory", "dynamics", "integrators"):
-            for f in sorted((root / package).rglob("*.py")):
-                h.update(str(f.relative_to(root)).encode())
-                h.update(f.read_bytes())
-        import jaxlib  # noqa: PLC0415
+_LIBRARIES = ("jax", "jaxlib", "diffrax", "equinox", "lineax", "optimistix", "optax", "numpy")
+# process-wide JAX settings that change a traced program
+_SETTINGS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_numpy_rank_promotion")
 
-        h.update(f"{jax.__version__} {jaxlib.__version__} {_FORMAT}".encode())
-        _ENGINE = h.hexdigest()
-    return _ENGINE
+
+def engine_version() -> str:
+    """A digest of everything a sweep's program depends on besides its arguments: the engine's
+    source (theory, dynamics, integrators), the source of every other module loaded from
+    outside the installed libraries and the standard library (the caller's own modules and
+    their helpers, which `code_digest` knows by name only), the versions of the libraries
+    the engine traces through, and JAX's settings. Computed afresh at each sweep, so an edit
+    in a running notebook makes a new key."""
+    import importlib.metadata  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import sysconfig  # noqa: PLC0415
+
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent.parent
+    files = {f for package in ("theory", "dynamics", "integrators")
+             for f in (root / package).rglob("*.py")}  # fmt: skip
+    installed = tuple(
+        str(Path(sysconfig.get_paths()[k]).resolve()) for k in ("stdlib", "purelib", "platlib")
+    )
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__file__", None)
+        if name and name.endswith(".py"):
+            path = Path(name).resolve()
+            if not str(path).startswith(installed):
+                files.add(path)
+    for f in sorted(files):
+        try:
+            h.update(str(f).encode())
+            h.update(f.read_bytes())
+        except OSError:
+            h.update(b"unreadable")
+    for lib in _LIBRARIES:
+        try:
+            h.update(f"{lib} {importlib.metadata.version(lib)}".encode())
+        except importlib.metadata.PackageNotFoundError:
+            h.update(f"{lib} absent".encode())
+    for setting in _SETTINGS:
+        h.update(f"{setting} {getattr(jax.config, setting, None)}".encode())
+    h.update(f"{_FORMAT}".encode())
+    return h.hexdigest()
 
 
 def store_dir() -> Path | None:
@@ -125,20 +155,24 @@ class Persistent:
     def __call__(self, *args):
         sig = signature(*args)
         call = self.calls.get(sig)
-        if call is None:
-            try:
-                entry = self.entries.get(sig)
-                if entry is None:
-                    entry = self._export(args)
-                    self.entries[sig] = entry
-                    self.on_export(sig, entry)
-                program = jax.jit(export.deserialize(bytearray(entry["blob"])).call)
-                out_tree = jax.tree_util.tree_structure(entry["skeleton"])
+        if call is not None:
+            return call(*args)
+        try:
+            entry = self.entries.get(sig)
+            if entry is None:
+                entry = self._export(args)
+                self.entries[sig] = entry
+                self.on_export(sig, entry)
+            program = jax.jit(export.deserialize(bytearray(entry["blob"])).call)
+            out_tree = jax.tree_util.tree_structure(entry["skeleton"])
 
-                def call(*args, program=program, out_tree=out_tree):
-                    leaves = program(*jax.tree_util.tree_leaves(args))
-                    return jax.tree_util.tree_unflatten(out_tree, leaves)
-            except Exception:  # not exportable: the jitted function itself
-                call = self.jitted
-            self.calls[sig] = call
-        return call(*args)
+            def call(*args, program=program, out_tree=out_tree):
+                leaves = program(*jax.tree_util.tree_leaves(args))
+                return jax.tree_util.tree_unflatten(out_tree, leaves)
+
+            out = call(*args)  # the first call compiles: inside the fallback too
+        except Exception:  # not exportable, or a stored program that does not run here
+            self.entries.pop(sig, None)
+            call, out = self.jitted, self.jitted(*args)
+        self.calls[sig] = call
+        return out

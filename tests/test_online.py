@@ -195,8 +195,24 @@ def _bad_state(**changes):
         (lambda: online_sgd_ode(_bad_state(), jnp.ones(2), solver="Tsit5"), "`solver`"),
         (lambda: online_sgd_ode({"Q": 1}, jnp.ones(2)), "`state`"),
         (lambda: online_fixed_point(_bad_state(), tol=-1.0), "`tol`"),
+        # no Gram matrices: they gave negative eps_g or NaN silently
+        (lambda: generalization_error(_bad_state(R=jnp.full((2, 1), 2.0))), "semidefinite"),
+        (lambda: generalization_error(_bad_state(Q=-jnp.eye(2))), "semidefinite"),
+        (
+            lambda: generalization_error(_bad_state(Q=jnp.array([[1.0, 0.9], [0.0, 1.0]]))),
+            "symmetric",
+        ),  # fmt: skip
     ],
 )
 def test_bad_inputs_are_refused(call, fragment):
     with pytest.raises(ValueError, match=fragment.replace("`", "\\`")):
         call()
+
+
+def test_a_zero_relu_unit_and_a_numpy_zero_rate_are_handled():
+    dead = OrderParameters(Q=jnp.diag(jnp.array([1.0, 0.0])), R=jnp.zeros((2, 2)), T=jnp.eye(2),
+                           a=jnp.ones(2), c=jnp.ones(2))  # fmt: skip
+    assert np.all(np.isfinite(online_field(dead, activation="relu").Q))  # was NaN
+    s = OrderParameters(Q=0.5 * jnp.ones((2, 2)) + 0.1 * jnp.eye(2), R=0.4 * jnp.ones((2, 2)),
+                        T=jnp.eye(2), a=jnp.ones(2), c=jnp.ones(2))  # fmt: skip
+    assert online_fixed_point(s, lr=0.1, lr_second=np.float32(0.0)).ok  # was nonfinite

@@ -84,3 +84,9 @@ def test_bad_options_are_refused():
         online_sgd(student, teacher, ts, key=0, lr=0.5)
     with pytest.raises(ValueError, match="`lr`"):
         online_sgd(student, teacher, ts, key=jax.random.PRNGKey(0), lr=0.0)
+    # past 2^31 samples the step counter wrapped: nothing trained, marked ok
+    with pytest.raises(ValueError, match="`ts` must end at most"):
+        online_sgd(student, teacher, jnp.array([0.0, 3e8]), key=jax.random.PRNGKey(0), lr=0.5)
+    fixed = TwoLayerNet(student.W, student.a, activation="erf", train_second_layer=False)
+    with pytest.raises(ValueError, match="`lr_second`"):
+        online_sgd(fixed, teacher, ts, key=jax.random.PRNGKey(0), lr=0.5, lr_second=0.1)

@@ -17,7 +17,6 @@ def store(tmp_path, monkeypatch):
     """The persistent cache in tmp_path, and a fresh process's program table."""
     before = jax.config.jax_compilation_cache_dir
     jax.config.update("jax_compilation_cache_dir", str(tmp_path))
-    monkeypatch.setattr(_sweep_export, "_ENGINE", None)
     _PROGRAMS.clear()
     yield tmp_path / "sweep_exports"
     _PROGRAMS.clear()
@@ -54,7 +53,8 @@ def test_a_later_process_runs_the_stored_programs_untraced(store, monkeypatch):
 def test_a_record_from_other_engine_source_is_never_used(store, monkeypatch):
     _sweep()
     _PROGRAMS.clear()
-    monkeypatch.setattr(_sweep_export, "_ENGINE", "another version of the engine")
+    # an edit of the engine, of the caller's own modules, a library upgrade or a JAX setting
+    monkeypatch.setattr(_sweep_export, "engine_version", lambda: "another version")
     calls = _count_exports(monkeypatch)
     _sweep()
     assert len(calls) == 2  # make and run traced again, under a new key
@@ -84,3 +84,24 @@ def test_without_a_persistent_cache_nothing_is_written(tmp_path):
         _sweep_export.save("k", {"a": 1})  # a no-op
     finally:
         jax.config.update("jax_compilation_cache_dir", before)
+
+
+def test_the_key_covers_the_callers_modules_libraries_and_settings(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    before = _sweep_export.engine_version()
+    helper = tmp_path / "user_helper_module.py"
+    helper.write_text("def physics(x):\n    return x\n")
+    module = types.ModuleType("user_helper_module")
+    module.__file__ = str(helper)
+    monkeypatch.setitem(sys.modules, "user_helper_module", module)
+    with_helper = _sweep_export.engine_version()
+    helper.write_text("def physics(x):\n    return -x\n")  # edited: a new key
+    assert len({before, with_helper, _sweep_export.engine_version()}) == 3
+    before = _sweep_export.engine_version()
+    jax.config.update("jax_default_matmul_precision", "highest")
+    try:
+        assert _sweep_export.engine_version() != before
+    finally:
+        jax.config.update("jax_default_matmul_precision", None)

@@ -43,6 +43,7 @@ from .checks import (
     check_solver_choice,
     check_solver_options,
     check_time_grid,
+    check_value,
     inexact,
 )
 
@@ -109,7 +110,27 @@ def _check_state(state) -> OrderParameters:
     check_shape("state.a", a, (K,))
     c = check_finite("state.c", inexact(state.c, Q.dtype, "state.c"))
     check_shape("state.c", c, (M,))
-    return OrderParameters(Q=Q, R=R, T=T, a=a, c=c)
+    state = OrderParameters(Q=Q, R=R, T=T, a=a, c=c)
+    return _check_covariance(state)
+
+
+def _check_covariance(s: OrderParameters) -> OrderParameters:
+    """Q and T symmetric, and [[Q, R], [R^T, T]] positive semidefinite (to rounding): other
+    states are no Gram matrices, and gave negative eps_g or NaN silently."""
+    Omega = jnp.block([[s.Q, s.R], [s.R.T, s.T]])
+    scale = jnp.maximum(jnp.max(jnp.abs(Omega)), jnp.finfo(Omega.dtype).tiny)
+    tol = 1e3 * jnp.finfo(Omega.dtype).eps * scale
+    symmetric = (jnp.max(jnp.abs(s.Q - s.Q.T)) <= tol) & (jnp.max(jnp.abs(s.T - s.T.T)) <= tol)
+    psd = jnp.min(jnp.linalg.eigvalsh(0.5 * (Omega + Omega.T))) >= -tol * Omega.shape[0]
+    message = "`state.Q` and `state.T` must be symmetric (Gram matrices W W^T)"
+    Q = check_value(s.Q, symmetric, message)
+    Q = check_value(
+        Q,
+        psd,
+        "`state` must be the overlaps of real weight vectors: [[Q, R], [R^T, T]] must be "
+        "positive semidefinite (a correlation R_in^2 > Q_ii T_nn, or a negative variance)",
+    )
+    return OrderParameters(Q=Q, R=s.R, T=s.T, a=s.a, c=s.c)
 
 
 def _omega(s: OrderParameters):
@@ -369,7 +390,7 @@ def online_fixed_point(
     nodes = check_positive_int("nodes", nodes, minimum=4)
     max_steps = check_positive_int("max_steps", max_steps)
     check_positive("tol", tol, scalar=True)
-    trained = not (isinstance(lr_second, int | float) and lr_second == 0)
+    trained = float(lr_second) != 0.0  # a NumPy or 0-d array zero holds `a` fixed too
     return _fixed_point(state, rates, activation, nodes, tol, max_steps, trained).raise_if_failed(
         throw
     )

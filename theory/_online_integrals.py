@@ -152,7 +152,7 @@ def _tanh_sinh(h: float = 1.0 / 32, top: float = 3.2):
 
 def _plackett4(C, S):
     """P(u > 0 on four units) by Plackett's reduction (module docstring)."""
-    d = jnp.sqrt(jnp.array([C[s, s] for s in S]))
+    d = jnp.sqrt(jnp.maximum(jnp.array([C[s, s] for s in S]), _TINY))  # a zero unit: no NaN
     R = jnp.stack([jnp.stack([C[i, j] for j in S]) for i in S]) / jnp.outer(d, d)
     one_minus_t, w = _tanh_sinh()
 
