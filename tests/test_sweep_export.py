@@ -14,13 +14,13 @@ def _run(key, alpha):
 
 @pytest.fixture
 def store(tmp_path, monkeypatch):
-    """The persistent cache in tmp_path, and a fresh process's program table."""
-    before = jax.config.jax_compilation_cache_dir
-    jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+    """The records in tmp_path, and a fresh process's program table. JAX's own persistent
+    cache is left off: once on, a process keeps writing every compile to it."""
+    folder = tmp_path / "sweep_exports"
+    monkeypatch.setattr(_sweep_export, "store_dir", lambda: folder)
     _PROGRAMS.clear()
-    yield tmp_path / "sweep_exports"
+    yield folder
     _PROGRAMS.clear()
-    jax.config.update("jax_compilation_cache_dir", before)
 
 
 def _sweep():
@@ -76,14 +76,11 @@ def test_a_record_stored_under_another_key_or_truncated_is_ignored(store, monkey
     assert len(calls) == 2 and out["x"].shape == (6, 3)
 
 
-def test_without_a_persistent_cache_nothing_is_written(tmp_path):
-    before = jax.config.jax_compilation_cache_dir
-    jax.config.update("jax_compilation_cache_dir", None)
-    try:
-        assert _sweep_export.store_dir() is None
-        _sweep_export.save("k", {"a": 1})  # a no-op
-    finally:
-        jax.config.update("jax_compilation_cache_dir", before)
+def test_without_a_persistent_cache_nothing_is_written():
+    if jax.config.jax_compilation_cache_dir:
+        pytest.skip("this process has a persistent cache")
+    assert _sweep_export.store_dir() is None
+    _sweep_export.save("k", {"a": 1})  # a no-op
 
 
 def test_the_key_covers_the_callers_modules_libraries_and_settings(tmp_path, monkeypatch):
