@@ -87,7 +87,12 @@ def _nets(activation, K=3, M=2, d=6, seed=0):
 
 
 @pytest.mark.parametrize(
-    "activation", ["erf", "linear", pytest.param("relu", marks=pytest.mark.slow)]
+    "activation",
+    [
+        "linear",
+        pytest.param("erf", marks=pytest.mark.slow),
+        pytest.param("relu", marks=pytest.mark.slow),
+    ],
 )
 def test_small_learning_rate_limit_is_the_population_gradient_flow(activation):
     """Without the lr^2 terms, dQ, dR and da are those of W' = -lr grad_W L, a' = -lr_2 grad_a L
@@ -209,6 +214,7 @@ def test_bad_inputs_are_refused(call, fragment):
         call()
 
 
+@pytest.mark.slow
 def test_a_zero_relu_unit_and_a_numpy_zero_rate_are_handled():
     dead = OrderParameters(Q=jnp.diag(jnp.array([1.0, 0.0])), R=jnp.zeros((2, 2)), T=jnp.eye(2),
                            a=jnp.ones(2), c=jnp.ones(2))  # fmt: skip
