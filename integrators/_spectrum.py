@@ -203,12 +203,13 @@ def _lanczos_at(f, x, k, steps, block, tol, max_restarts, eig_tol, key):
 CERTIFY_MAX = 8192  # parameters up to which a Morse index is certified from the dense Hessian
 
 
-def _dense_count(model, loss, args, threshold, chunk: int = 128) -> int:
-    """The number of eigenvalues of H below `threshold`: all P eigenvalues of the
-    dense Hessian, its columns formed `chunk` Hessian-vector products at a time (the
-    memory of `jax.hessian`'s P products at once is P times one's), decomposed by LAPACK
-    (`eigvalsh`: backward stable, each eigenvalue within ~P eps ||H|| of the truth, far
-    inside a threshold of 1e-6 ||H||)."""
+def _dense_count(model, loss, args, eig_tol, chunk: int = 128) -> tuple[int, float]:
+    """The number of eigenvalues of H below -`eig_tol` x ||H||_2, and ||H||_2: all P
+    eigenvalues of the dense Hessian, its columns formed `chunk` Hessian-vector products at a
+    time (the memory of `jax.hessian`'s P products at once is P times one's), decomposed by
+    LAPACK (`eigvalsh`: backward stable, each eigenvalue within ~P eps ||H|| of the truth, far
+    inside a threshold of 1e-6 ||H||). The scale is the dense one, not a Lanczos estimate (a
+    Lanczos run that did not converge may not have found ||H||)."""
     flat, f, _ = _flat(model, loss, args)
     dim = flat.size
 
@@ -223,16 +224,23 @@ def _dense_count(model, loss, args, threshold, chunk: int = 128) -> int:
         basis = np.zeros((chunk, dim), H.dtype)
         basis[: hi - lo, lo:hi] = eye[: hi - lo, : hi - lo]
         H[lo:hi] = np.asarray(columns(flat, jnp.asarray(basis)))[: hi - lo]
-    values = np.linalg.eigvalsh(0.5 * (H + H.T))
-    return int(np.sum(values < float(threshold)))
+    H += H.T
+    H *= 0.5
+    values = np.linalg.eigvalsh(H)
+    scale = float(np.max(np.abs(values)))
+    return int(np.sum(values < -float(eig_tol) * scale)), scale
 
 
 def certify_morse(spectrum: HessianSpectrumSolution, model, loss, *, args=None):
     """`spectrum` with its Morse index certified: where the Lanczos bounds did not meet and
-    P <= 8192, the eigenvalues below its threshold (-eig_tol x scale, from `spectrum`) are
-    counted among all P eigenvalues of the dense Hessian. Beyond, or where the spectrum
-    failed, it is returned as it is (`morse_index` -1, `morse_lower` the bound reached)."""
-    if bool(spectrum.morse_exact) or not bool(spectrum.ok):
+    P <= 8192, the eigenvalues below -eig_tol x ||H|| (`eig_tol` as `spectrum` was asked:
+    its threshold over its scale) are counted among all P eigenvalues of the dense Hessian,
+    whether or not Lanczos converged (a large cluster, as the 300-fold one at a wide net's
+    origin saddle, can keep it from converging; the count does not need it). `threshold` and
+    `scale` are then the dense ones. Beyond 8192, or at a non-finite point, it is returned as
+    it is (`morse_index` -1, `morse_lower` the bound reached)."""
+    nonfinite = bool(spectrum.result == RESULTS.nonfinite_point)
+    if bool(spectrum.morse_exact) or nonfinite or not bool(jnp.isfinite(spectrum.scale)):
         return spectrum
     dim, _ = _check_model_and_loss(model, loss, args)
     if spectrum.vectors is not None and spectrum.vectors.shape[-1] != dim:
@@ -241,12 +249,16 @@ def certify_morse(spectrum: HessianSpectrumSolution, model, loss, *, args=None):
         )
     if dim > CERTIFY_MAX:
         return spectrum
-    count = jnp.asarray(_dense_count(model, loss, args, spectrum.threshold))
+    eig_tol = float(-spectrum.threshold / spectrum.scale) if float(spectrum.scale) > 0 else 0.0
+    count, scale = _dense_count(model, loss, args, eig_tol)
+    count = jnp.asarray(count)
+    dt = spectrum.scale.dtype
     return eqx.tree_at(
-        lambda s: (s.morse_index, s.morse_exact, s.morse_lower),
+        lambda s: (s.morse_index, s.morse_exact, s.morse_lower, s.scale, s.threshold),
         spectrum,
-        (count, jnp.asarray(True), count),
-    )
+        (count, jnp.asarray(True), count, jnp.asarray(scale, dt),
+         jnp.asarray(-eig_tol * scale, dt)),
+    )  # fmt: skip
 
 
 @eqx.filter_jit

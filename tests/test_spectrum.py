@@ -194,3 +194,31 @@ def test_a_cluster_lanczos_cannot_count_is_not_claimed_and_is_certified(monkeypa
     cp = C.critical_point(model, loss, num_eigenpairs=4)
     assert cp.result == RESULTS.uncertified_index and int(cp.morse_index) == -1
     assert C.critical_point(model, loss, num_eigenpairs=4, certify=False).ok
+
+
+@pytest.mark.slow
+def test_a_wide_nets_origin_cluster_is_certified_where_lanczos_does_not_converge():
+    # at the origin saddle of a width-m tanh net each neuron gives one negative eigenvalue,
+    # -||E[y (x, 1)]||: an m-fold cluster. Lanczos ran out of restarts on it, and the
+    # certification was skipped for a spectrum that failed (index -1 at a critical point
+    # whose index the dense count gives); now counted, against jax.hessian + numpy
+    width, d = 150, 6
+    keys = jax.random.split(jax.random.PRNGKey(3), 3)
+    X = jax.random.normal(keys[0], (64, d), jnp.float64)
+    y = jnp.tanh(X[:, 0] - 0.5 * X[:, 1])
+    mlp = eqx.nn.MLP(d, 1, width, 1, activation=jnp.tanh, key=keys[1])
+    mlp = jax.tree_util.tree_map(lambda x: 1e-3 * x if eqx.is_array(x) else x, mlp)
+
+    def loss(model, data):
+        return 0.5 * jnp.mean((jax.vmap(model)(data[0])[:, 0] - data[1]) ** 2)
+
+    params, static = eqx.partition(mlp, eqx.is_inexact_array)
+    flat, unravel = ravel_pytree(params)
+    H = jax.hessian(lambda x: loss(eqx.combine(unravel(x), static), (X, y)))(flat)
+    values = np.linalg.eigvalsh(np.asarray(H))
+    expected = int(np.sum(values < -1e-6 * np.max(np.abs(values))))
+    assert expected == width and flat.size > 1024
+    spec = hessian_spectrum(mlp, loss, args=(X, y), k=4, max_restarts=2, certify=True)
+    assert spec.result == RESULTS.unconverged_eigenvalues
+    assert int(spec.morse_index) == width and bool(spec.morse_exact)
+    np.testing.assert_allclose(float(spec.scale), np.max(np.abs(values)), rtol=1e-12)

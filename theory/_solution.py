@@ -67,7 +67,8 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
     )
     uncertified_index = (
         "The point is critical to `tol`, but its Morse index is not certified: the Lanczos "
-        "bounds did not meet and P is above 8192, where the dense count is not made "
+        "bounds did not meet and P is above 8192, where the dense count is not made, or "
+        "certification was not asked (`certify=False`) "
         "(`spectrum.morse_lower` is the bound reached; pass `certify=False` not to ask)."
     )
     chunks_failed = (
