@@ -26,10 +26,21 @@ from jax.flatten_util import ravel_pytree
 
 from benchmarks._common import Timer, enable_float64, log, parser, pyplot, save_figure
 from benchmarks._driver import finish, header
-from integrators import gradient_flow, neuron_units, saddle_chain, spectral_density, wasserstein1
+from dynamics import TwoLayerReLU
+from integrators import (
+    gradient_flow,
+    neuron_units,
+    orthogonal_flow,
+    saddle_chain,
+    spectral_density,
+    wasserstein1,
+)
+from theory import saddle_jumps
 
 D, N = 16, 256
 WIDTHS = (3, 30, 120)
+ORTHO_N, ORTHO_M = 6, 5  # orthonormal data: samples (= inputs), neurons
+ALPHAS = (1e-8, 1e-16, 1e-32)
 
 
 def problem(width, seed):
@@ -91,7 +102,83 @@ def one_net(width, horizon, seed):
     return rows, density, curve
 
 
-def run_benchmark(widths=WIDTHS, horizon=40.0, seed=0):
+def predicted_saddle(pred, jumps, X, y, signs, directions):
+    """Algorithm 1's saddle after `jumps` jumps, as (a, W): each neuron j fired so far at
+    its amplitude a_j (s_j sqrt(n ||D_j||) for a lone neuron, the fast phase's for a group),
+    fitting the samples S_j of its support its jump fitted (<w_j, x_i> = y_i / a_j there, 0
+    elsewhere); the others at 0. None where a group's members share a sample: its split is
+    the fast phase's, which the solution does not carry."""
+    m, n = pred.groups.shape[1], y.shape[0]
+    a, V = np.zeros(m), np.zeros((m, n))
+    fitted, groups = np.asarray(pred.fitted), np.asarray(pred.groups)
+    amps, y = np.asarray(pred.final_amplitudes), np.asarray(y)
+    support = (np.asarray(directions) > 0) & (np.asarray(signs)[:, None] * y[None, :] > 0)
+    for k in range(jumps):
+        new = fitted[k] & ~(fitted[k - 1] if k else np.zeros(n, bool))
+        members = groups[k][groups[k] >= 0]
+        if np.any(np.sum(support[members] & new, axis=0) > 1):
+            return None
+        for j in members:
+            mine = new & support[j]
+            a[j], V[j] = amps[j], np.where(mine, y / amps[j], 0.0)
+    return a, V @ np.asarray(X)
+
+
+def orthonormal_chain(alpha, seed):
+    """The saddle chain of `orthogonal_flow` from a balanced init of scale alpha on
+    orthonormal data, each saddle against Algorithm 1's (`predicted_saddle`): the largest
+    difference in any parameter."""
+    k = jax.random.split(jax.random.PRNGKey(seed), 4)
+    X = jnp.linalg.qr(jax.random.normal(k[0], (ORTHO_N, ORTHO_N)))[0]
+    y = jax.random.normal(k[1], (ORTHO_N,))
+    U = jax.random.normal(k[2], (ORTHO_M, ORTHO_N))
+    U = U / jnp.linalg.norm(U, axis=1, keepdims=True)
+    s = jnp.where(jax.random.bernoulli(k[3], 0.5, (ORTHO_M,)), 1.0, -1.0)
+    pred = saddle_jumps(y, s, U @ X.T)
+    K = int(pred.num_jumps)
+    times = np.asarray(pred.times)[:K]
+    ts = jnp.linspace(0.0, 1.3 * float(times[-1]) + 0.5, 801)
+    timer = Timer()
+    sol = orthogonal_flow(X, y, TwoLayerReLU(alpha * s, alpha * U), ts,
+                          time_scale=np.log(1 / alpha), rtol=1e-10, atol=1e-10,
+                          save_trajectory=True)  # fmt: skip
+    flow_seconds = timer()
+
+    def mse(model, data):
+        return 0.5 * jnp.mean((model.predict(data[0]) - data[1]) ** 2)
+
+    timer = Timer()
+    chain = saddle_chain(sol, mse, args=(X, y))
+    chain_seconds = timer()
+    rows = []
+    for i, c in enumerate(chain):
+        jumps = int(np.sum(times < c["time"]))
+        predicted = predicted_saddle(pred, jumps, X, y, s, U @ X.T)
+        distance = None
+        if predicted is not None:
+            a, W = predicted
+            distance = max(float(np.max(np.abs(np.asarray(c["model"].a) - a))),
+                           float(np.max(np.abs(np.asarray(c["model"].W) - W))))  # fmt: skip
+        rows.append(
+            {
+                "width": ORTHO_M, "data": "orthonormal", "alpha": alpha, "seed": seed, "saddle": i,
+                "jumps_before": jumps, "time": c["time"], "flow_loss": c["flow_loss"],
+                "loss": c["loss"], "grad_norm": c["grad_norm"], "ok": c["ok"],
+                "morse_index": c["morse_index"], "morse_exact": c["morse_index"] >= 0,
+                "morse_lower": c["morse_lower"], "escape_angle": c["escape_angle"],
+                "distance_to_prediction": distance,
+            }
+        )  # fmt: skip
+    distances = ", ".join(_distance(r) for r in rows)
+    log(
+        f"saddle_chain: orthonormal, alpha {alpha:.0e}: flow {flow_seconds:.1f} s, chain "
+        f"{chain_seconds:.1f} s, distances to Algorithm 1 {distances}"
+    )
+    curve = {"alpha": alpha, "ts": np.asarray(ts).tolist(), "loss": np.asarray(sol.loss).tolist()}
+    return rows, curve
+
+
+def run_benchmark(widths=WIDTHS, horizon=40.0, seed=0, alphas=ALPHAS, ortho_seeds=4):
     enable_float64()
     timer = Timer()
     rows, densities, curves = [], [], []
@@ -100,16 +187,27 @@ def run_benchmark(widths=WIDTHS, horizon=40.0, seed=0):
         rows += r
         densities.append(d)
         curves.append(c)
+    ortho_curves = []
+    for alpha in alphas:
+        for k in range(ortho_seeds):
+            r, c = orthonormal_chain(alpha, seed + k)
+            rows += r
+            if k == 0:
+                ortho_curves.append(c)
     config = {
         "inputs": D, "samples": N, "widths": list(widths), "horizon": horizon,
         "init": "tanh MLP without biases, weights x 1e-4, units=neuron_units",
         "teacher": "two orthonormal tanh units", "density": "spectral_density defaults",
+        "orthonormal": {"samples": ORTHO_N, "neurons": ORTHO_M, "alphas": list(alphas),
+                        "seeds": ortho_seeds,
+                        "labels": "Gaussian", "init": "balanced, random signs and directions"},
     }  # fmt: skip
     return {
         **header("saddle_chain", config, seed),
         "rows": rows,
         "density": densities,
         "_curves": curves,
+        "_orthonormal_curves": ortho_curves,
         "wall_seconds": timer(),
     }
 
@@ -120,12 +218,19 @@ def _angle(value) -> str:
     return "-" if value is None or not np.isfinite(value) else f"{value:.1e}"
 
 
+def _distance(row) -> str:
+    d = row["distance_to_prediction"]
+    return "-" if d is None else f"{d:.1e}"
+
+
 def table(results: dict) -> str:
     lines = [
         "| width | saddle | t | loss | ‖grad‖ | index | escape angle (rad) |",
         "|---|---|---|---|---|---|---|",
     ]
-    for r in results["rows"]:
+    tanh = [r for r in results["rows"] if r.get("data") != "orthonormal"]
+    ortho = [r for r in results["rows"] if r.get("data") == "orthonormal"]
+    for r in tanh:
         index = r["morse_index"] if r["morse_exact"] else f">= {r['morse_lower']}"
         lines.append(
             f"| {r['width']} | {r['saddle']} | {r['time']:.1f} | {r['loss']:.6g} | "
@@ -138,6 +243,21 @@ def table(results: dict) -> str:
             f"| {d['width']} | {d['params']:,} | {d['wasserstein1']:.1e} | "
             f"{d['slq_seconds']:.1f} | {d['dense_seconds']:.1f} |"
         )
+    if ortho:
+        lines += [
+            "",
+            "| alpha | seed | saddle | jumps before | t | loss | ‖grad‖ | index | "
+            "distance to Algorithm 1 |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+    for r in ortho:
+        index = r["morse_index"] if r["morse_exact"] else f">= {r['morse_lower']}"
+        lines.append(
+            f"| {r['alpha']:.0e} | {r['seed']} | {r['saddle']} | {r['jumps_before']} | "
+            f"{r['time']:.2f} | "
+            f"{r['loss']:.6g} | {r['grad_norm']:.1e}{'' if r['ok'] else ' (not ok)'} | "
+            f"{index} | {_distance(r)} |"
+        )
     return "\n".join(lines)
 
 
@@ -147,7 +267,7 @@ def plot_chain(results: dict, path) -> None:
     for i, c in enumerate(results["_curves"]):
         ax.semilogy(c["ts"], c["loss"], f"C{i}-", label=f"width {c['width']}")
         for r in results["rows"]:
-            if r["width"] == c["width"]:
+            if r["width"] == c["width"] and r.get("data") != "orthonormal":
                 label = r["morse_index"] if r["morse_exact"] else f">={r['morse_lower']}"
                 label = f"{label}" if r["ok"] else f"{label}?"  # ?: not polished to tol
                 ax.plot(r["time"], r["flow_loss"], f"C{i}o" if r["ok"] else f"C{i}x")
@@ -160,12 +280,33 @@ def plot_chain(results: dict, path) -> None:
     save_figure(fig, path)
 
 
+def plot_orthonormal(results: dict, path) -> None:
+    """The orthonormal flows' losses in rescaled time, each saddle marked by its index."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for i, c in enumerate(results.get("_orthonormal_curves", [])):
+        ax.semilogy(c["ts"], c["loss"], f"C{i}-", label=f"alpha {c['alpha']:.0e}")
+        for r in results["rows"]:
+            same = r.get("data") == "orthonormal" and r["alpha"] == c["alpha"]
+            if same and r["seed"] == results["config"]["base_seed"]:
+                ax.plot(r["time"], r["flow_loss"], f"C{i}o" if r["ok"] else f"C{i}x")
+                ax.annotate(f"{r['morse_index']} ({_distance(r)})",
+                            (r["time"], r["flow_loss"]), textcoords="offset points",
+                            xytext=(4, 4 + 10 * i), fontsize=8, color=f"C{i}")  # fmt: skip
+    ax.set_xlabel("rescaled time")
+    ax.set_ylabel("loss")
+    ax.set_title("orthonormal data: index (distance to Algorithm 1's saddle)")
+    ax.legend()
+    save_figure(fig, path)
+
+
 def main(argv=None) -> dict:
     p = parser("saddle_chain", __doc__.splitlines()[0], default_seeds=1)
     args = p.parse_args(argv)
-    kw = dict(widths=(3, 30), horizon=30.0) if args.quick else {}
+    kw = dict(widths=(3, 30), horizon=30.0, alphas=(1e-16,), ortho_seeds=2) if args.quick else {}
     results = run_benchmark(seed=args.seed, **kw)
-    finish(args.out, results, table(results), {"chain.png": plot_chain})
+    figures = {"chain.png": plot_chain, "orthonormal.png": plot_orthonormal}
+    finish(args.out, results, table(results), figures)
     return results
 
 

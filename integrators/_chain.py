@@ -10,6 +10,18 @@ the eigenvectors of its negative eigenvalues (dense, P <= 1024). The flow's esca
 displacement from the plateau's save time to the start of the next jump; its angle to the
 unstable subspace U is arccos(||P_U d|| / ||d||): near 0 where the flow leaves along the
 saddle's unstable directions, as the saddle-to-saddle picture says it does.
+
+**ReLU kinks.** A two-layer ReLU net's plateau (`dynamics.TwoLayerReLU`) is a nonsmooth
+critical point: pre-activations rest on their kink (held there by the flow, or frozen below
+it), where the gradient of one side does not vanish. Newton's step on the smooth loss crosses
+them and lands at another critical point: on orthonormal data it fitted a sample Algorithm 1
+leaves unfitted, 0.025 from the predicted saddle at every alpha from 1e-4 to 1e-64, where the
+flow's own plateau state came within 7e-7 (alpha = 1e-8) to 5e-13 (1e-64). Such a model is
+polished on its plateau's piece: h(x) = sum_j a_j g_j(x) (w_j . x), with the gates g_j(x) =
+1[w0_j . x > 1e-7 ||w0_j|| ||x||] of the plateau's weights w0 fixed, a smooth loss whose critical
+points are the nonsmooth loss's own wherever the pattern holds (checked: the two losses must
+agree at the polished point to 1e-12 of the flow's initial loss, else the row is not ok and
+`result` says `left_piece`).
 """
 
 import equinox as eqx
@@ -17,6 +29,7 @@ import jax
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from dynamics import TwoLayerReLU
 from theory import loss_plateaus
 
 from ._critical import critical_point
@@ -31,13 +44,65 @@ def _flattest(ts, loss, lo, hi):
     return lo + int(np.argmin(np.abs(window))) if window.size else lo
 
 
+KINK_TOL = 1e-7  # a pre-activation within this of its kink, relative to ||w0_j|| ||x||, is on it
+
+
+class _Fixed:
+    """A value carried as a static field (hashed by identity, never traced or trained)."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+class _OnPiece(eqx.Module):
+    """A two-layer ReLU net on a fixed activation piece: h(x) = sum_j a_j g_j(x) (w_j . x),
+    g_j(x) = 1[w0_j . x > KINK_TOL ||w0_j|| ||x||] (module docstring)."""
+
+    a: jax.Array
+    W: jax.Array
+    W0: _Fixed = eqx.field(static=True)
+
+    def _gates(self, X):
+        W0 = self.W0.value
+        pre = X @ W0.T
+        size = jax.numpy.linalg.norm(W0, axis=1) * jax.numpy.linalg.norm(X, axis=-1)[..., None]
+        return (pre > KINK_TOL * size).astype(self.a.dtype)
+
+    def __call__(self, x):
+        return jax.numpy.dot(self.a, self._gates(x) * (self.W @ x))
+
+    def predict(self, X):
+        return (self._gates(X) * (X @ self.W.T)) @ self.a
+
+    @property
+    def width(self) -> int:
+        return self.a.shape[-1]
+
+
+def _polish(model, loss, args, tol, max_steps, scale):
+    """critical_point(kind="any") from `model`; a TwoLayerReLU on its piece (module
+    docstring): (the critical point, as the caller's model type, its unstable-direction
+    spectrum's model, and whether it stayed on its piece)."""
+    if not isinstance(model, TwoLayerReLU):
+        cp = critical_point(model, loss, args=args, kind="any", tol=tol, max_steps=max_steps)
+        return cp, cp.model, True
+    piece = _OnPiece(model.a, model.W, _Fixed(jax.lax.stop_gradient(model.W)))
+    cp = critical_point(piece, loss, args=args, kind="any", tol=tol, max_steps=max_steps)
+    polished = TwoLayerReLU(cp.model.a, cp.model.W)
+    true_loss = float(loss(polished, args))
+    stayed = bool(abs(true_loss - float(cp.loss)) <= 1e-12 * scale)
+    return eqx.tree_at(lambda c: c.model, cp, polished), cp.model, stayed
+
+
 def saddle_chain(sol, loss, *, args=None, tol: float = 1e-12, max_steps: int = 500, **plateaus):
     """The saddle chain of a flow's solution `sol` (a `gradient_flow`, `orthogonal_flow` or
     `two_layer_flow` solution saved with `save_trajectory=True`) under `loss(model, args)`:
     one row per plateau, as dicts of NumPy values (module docstring).
 
     - `time`, `flow_loss`: the plateau's save time and the flow's loss there.
-    - `loss`, `grad_norm`, `ok`, `result`: the polished critical point's (`tol` on ||grad||).
+    - `loss`, `grad_norm`, `ok`, `result`: the polished critical point's (`tol` on ||grad||;
+      a `TwoLayerReLU` polished on its plateau's activation piece, `result` `"left_piece"`
+      where the polished point is off it).
     - `morse_index` (certified, -1 where not), `morse_lower`, `model`: the critical point.
     - `unstable` (index, P): its unstable directions (None for P > 1024).
     - `escape_angle`: radians between the flow's escape from the plateau and the unstable
@@ -64,11 +129,11 @@ def saddle_chain(sol, loss, *, args=None, tol: float = 1e-12, max_steps: int = 5
         i = _flattest(ts, flow_loss, lo, hi)
         model = at(i)
         dim, _ = _check_model_and_loss(model, loss, args)
-        cp = critical_point(model, loss, args=args, kind="any", tol=tol, max_steps=max_steps)
+        cp, smooth, stayed = _polish(model, loss, args, tol, max_steps, abs(flow_loss[0]))
         index = int(cp.morse_index)
         unstable = None
         if dim <= DENSE_MAX and index > 0:
-            spec = hessian_spectrum(cp.model, loss, args=args, k=max(1, dim // 2))
+            spec = hessian_spectrum(smooth, loss, args=args, k=max(1, dim // 2))
             unstable = np.asarray(spec.vectors[:index])
         angle = float("nan")
         if j < len(bounds) - 1 and unstable is not None:
@@ -83,8 +148,8 @@ def saddle_chain(sol, loss, *, args=None, tol: float = 1e-12, max_steps: int = 5
                 "flow_loss": float(flow_loss[i]),
                 "loss": float(cp.loss),
                 "grad_norm": float(cp.grad_norm),
-                "ok": bool(cp.ok),
-                "result": str(cp.result),
+                "ok": bool(cp.ok) and stayed,
+                "result": str(cp.result) if stayed else "left_piece",
                 "morse_index": index,
                 "morse_lower": int(cp.spectrum.morse_lower),
                 "model": cp.model,
