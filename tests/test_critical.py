@@ -150,3 +150,21 @@ def test_a_loss_without_a_minimum_is_said_to_be_unbounded():
         assert sol.result == RESULTS.unbounded and not sol.ok
     with pytest.raises(ValueError, match="`model` has no parameters"):
         critical_point(P(jnp.zeros(0)), lambda m, a: jnp.sum(m.p))
+
+
+@pytest.mark.slow
+def test_any_from_a_far_start_says_it_runs_to_infinity():
+    # kind="any" from a flow's end short of the minimum (a 6-4-1 tanh net on 10^4 samples,
+    # loss 7.4e-4 at T = 200, its minimum at 2.0e-4): Newton on grad L = 0 heads for a
+    # critical point at infinity (||x|| 1.3 -> 1.6 over 500 steps, 4.4 over 8,000; ||grad||
+    # 1e-4 -> 1.6e-6; the loss creeping up to 8.9e-4). It said "max steps: try increasing
+    # max_steps", which would not help; it now says why
+    import benchmarks.saddles as S
+
+    student, data = S.problem(6, 4, 1, 8, 10_000, 0)
+    flow = gradient_flow(student, S.loss, jnp.array([0.0, 200.0]), args=data)
+    cp = critical_point(flow.model, S.loss, args=data, kind="any")
+    assert cp.result == RESULTS.runs_to_infinity and not cp.ok
+    assert cp.stats["end_norm"] > 1.05 * cp.stats["midway_norm"] > cp.stats["start_norm"]
+    # the same start polished to its minimum by kind="minimum"
+    assert critical_point(flow.model, S.loss, args=data, kind="minimum").ok

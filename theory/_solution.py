@@ -65,6 +65,14 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "times its start (or 1e20) with no critical point in reach (a loss with no minimum, "
         "or none along this path)."
     )
+    runs_to_infinity = (
+        "The steps ran out while the iterate ran away: over the budget's second half ||x|| "
+        "grew by 5% or more (`stats`: `start_norm`, `midway_norm`, `end_norm`) while "
+        "||grad|| fell by less than 10x. It looks to be heading for a critical point at "
+        "infinity (saturating or cancelling units, where the gradient vanishes only "
+        "asymptotically), not a finite one. Start nearer a critical point (a longer flow), "
+        "or use kind='minimum'."
+    )
     uncertified_index = (
         "The point is critical to `tol`, but its Morse index is not certified: the Lanczos "
         "bounds did not meet and P is above 8192, where the dense count is not made, or "
