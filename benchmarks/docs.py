@@ -5,7 +5,7 @@
     python -m benchmarks.docs --rerender            # after a change to a table: every page
 
 Pages drawn from several benchmarks' data (`COMBINED`) are generated the same way from the
-copies: `docs/reproduction.md` (the paper's tables beside ours, `benchmarks.reproduction`,
+copies: `docs/reproduction.md` (the paper's tables beside ours, `benchmarks._reproduction_page`,
 from `norm_scaling`, `width_ablation` and `alpha_limit`) and
 `docs/results/beyond_orthogonal_by_n.md` (`beyond_orthogonal` at every n).
 
@@ -25,7 +25,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from benchmarks import _beyond_by_n, reproduction
+from benchmarks import _beyond_by_n, _reproduction_page
 from benchmarks._common import from_jsonable
 
 BENCHMARKS = {
@@ -81,7 +81,7 @@ COMMANDS = {
 # pages drawn from several benchmarks' data: path under docs/ -> (renderer, the data it reads,
 # None for each not run)
 COMBINED = {
-    "reproduction.md": (reproduction.render_data, reproduction.INPUTS),
+    "reproduction.md": (_reproduction_page.render_data, _reproduction_page.INPUTS),
     _beyond_by_n.PAGE: (_beyond_by_n.render_data, _beyond_by_n.INPUTS),
 }
 DROP = ("curves", "curve", "directions", "signs", "y")  # plot and instance data
@@ -116,7 +116,9 @@ def render(name: str, data: dict) -> str:
 def _combined(page: str, root: Path) -> str:
     """A `COMBINED` page from the data under `root`."""
     render_data, inputs = COMBINED[page]
-    return render_data(*(reproduction.load(root / "data" / f"{name}.json") for name in inputs))
+    return render_data(
+        *(_reproduction_page.load(root / "data" / f"{name}.json") for name in inputs)
+    )
 
 
 def update(results: Path, root: Path = ROOT) -> list[str]:
