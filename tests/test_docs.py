@@ -92,6 +92,16 @@ def test_site_builds_strictly(tmp_path):
         for name in getattr(mod, "__all__", [n for n in dir(mod) if not n.startswith("_")]):
             if not inspect.ismodule(getattr(mod, name)):
                 assert f'id="{module}.{name}"' in api, f"{module}.{name}"
+    # the site works offline: math by the KaTeX it serves itself, no fonts or scripts from
+    # outside (Material loads Google Fonts unless told not to)
+    site = tmp_path / "site"
+    assert (site / "assets" / "katex" / "katex.min.js").exists()
+    for html in site.rglob("*.html"):
+        text = html.read_text()
+        assert "fonts.googleapis" not in text and "fonts.gstatic" not in text, html
+        assert not re.search(r'<script[^>]+src="https?://', text), html
+    online = (site / "guides" / "online-sgd" / "index.html").read_text()
+    assert 'class="arithmatex"' in online and "katex-init.js" in online
 
 
 def test_code_version_is_the_checkouts_commit(tmp_path, monkeypatch):
