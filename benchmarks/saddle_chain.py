@@ -70,7 +70,7 @@ def one_net(width, horizon, seed):
     rows = [
         {
             "width": width, "saddle": i, "time": c["time"], "flow_loss": c["flow_loss"],
-            "loss": c["loss"], "grad_norm": c["grad_norm"], "ok": c["ok"],
+            "loss": c["loss"], "grad_norm": c["grad_norm"], "ok": c["ok"], "result": c["result"],
             "morse_index": c["morse_index"], "morse_exact": c["morse_index"] >= 0,
             "morse_lower": c["morse_lower"], "escape_angle": c["escape_angle"],
             "distance_to_prediction": None,
@@ -164,6 +164,7 @@ def orthonormal_chain(alpha, seed):
                 "width": ORTHO_M, "data": "orthonormal", "alpha": alpha, "seed": seed, "saddle": i,
                 "jumps_before": jumps, "time": c["time"], "flow_loss": c["flow_loss"],
                 "loss": c["loss"], "grad_norm": c["grad_norm"], "ok": c["ok"],
+                "result": c["result"],
                 "morse_index": c["morse_index"], "morse_exact": c["morse_index"] >= 0,
                 "morse_lower": c["morse_lower"], "escape_angle": c["escape_angle"],
                 "distance_to_prediction": distance,
@@ -218,6 +219,13 @@ def _angle(value) -> str:
     return "-" if value is None or not np.isfinite(value) else f"{value:.1e}"
 
 
+def _why(row) -> str:
+    """Nothing for a row polished to tol, else why not (the result's name)."""
+    if row["ok"]:
+        return ""
+    return f" (not ok: {row.get('result', '?').removeprefix('RESULTS.')})"
+
+
 def _distance(row) -> str:
     d = row["distance_to_prediction"]
     return "-" if d is None else f"{d:.1e}"
@@ -234,8 +242,7 @@ def table(results: dict) -> str:
         index = r["morse_index"] if r["morse_exact"] else f">= {r['morse_lower']}"
         lines.append(
             f"| {r['width']} | {r['saddle']} | {r['time']:.1f} | {r['loss']:.6g} | "
-            f"{r['grad_norm']:.1e}{'' if r['ok'] else ' (not ok)'} | {index} | "
-            f"{_angle(r['escape_angle'])} |"
+            f"{r['grad_norm']:.1e}{_why(r)} | {index} | {_angle(r['escape_angle'])} |"
         )
     lines += ["", "| width | P | W1 / ‖H‖ | SLQ s | dense s |", "|---|---|---|---|---|"]
     for d in results["density"]:
@@ -255,7 +262,7 @@ def table(results: dict) -> str:
         lines.append(
             f"| {r['alpha']:.0e} | {r['seed']} | {r['saddle']} | {r['jumps_before']} | "
             f"{r['time']:.2f} | "
-            f"{r['loss']:.6g} | {r['grad_norm']:.1e}{'' if r['ok'] else ' (not ok)'} | "
+            f"{r['loss']:.6g} | {r['grad_norm']:.1e}{_why(r)} | "
             f"{index} | {_distance(r)} |"
         )
     return "\n".join(lines)

@@ -30,7 +30,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from dynamics import TwoLayerReLU
-from theory import loss_plateaus
+from theory import loss_plateaus, result_names
 
 from ._critical import critical_point
 from ._spectrum import DENSE_MAX, _check_model_and_loss, hessian_spectrum
@@ -94,7 +94,7 @@ def _polish(model, loss, args, tol, max_steps, scale):
     return eqx.tree_at(lambda c: c.model, cp, polished), cp.model, stayed
 
 
-def saddle_chain(sol, loss, *, args=None, tol: float = 1e-12, max_steps: int = 500, **plateaus):
+def saddle_chain(sol, loss, *, args=None, tol: float = 1e-12, max_steps: int = 2000, **plateaus):
     """The saddle chain of a flow's solution `sol` (a `gradient_flow`, `orthogonal_flow` or
     `two_layer_flow` solution saved with `save_trajectory=True`) under `loss(model, args)`:
     one row per plateau, as dicts of NumPy values (module docstring).
@@ -108,6 +108,9 @@ def saddle_chain(sol, loss, *, args=None, tol: float = 1e-12, max_steps: int = 5
     - `escape_angle`: radians between the flow's escape from the plateau and the unstable
       subspace (NaN for the last plateau, which the flow does not leave).
 
+    `max_steps`: Newton steps per plateau (2,000: near a degenerate saddle Newton converges
+    linearly; a 3-3-1 tanh net's second plateau, index 14, took more than 500). A run that
+    heads for a critical point at infinity ends `runs_to_infinity` (`critical_point`).
     `plateaus` go to `theory.loss_plateaus` (`rate_threshold`, `min_drop`, `floor`).
     """
     trajectory = getattr(sol, "trajectory", None)
@@ -149,7 +152,7 @@ def saddle_chain(sol, loss, *, args=None, tol: float = 1e-12, max_steps: int = 5
                 "loss": float(cp.loss),
                 "grad_norm": float(cp.grad_norm),
                 "ok": bool(cp.ok) and stayed,
-                "result": str(cp.result) if stayed else "left_piece",
+                "result": result_names(cp.result) if stayed else "left_piece",
                 "morse_index": index,
                 "morse_lower": int(cp.spectrum.morse_lower),
                 "model": cp.model,
