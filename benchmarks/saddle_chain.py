@@ -1,4 +1,5 @@
-"""The saddle chains of small tanh nets and the spectral densities of their Hessians.
+"""The saddle chains of small tanh nets, of ReLU nets on orthonormal data and of a teacher-student
+population loss, and the spectral densities of the tanh nets' Hessians.
 
 For each net (16 inputs, one hidden tanh layer of `width` units without biases, a teacher of
 two tanh units, 256 Gaussian samples, init scale 1e-4, per-neuron log scales), the
@@ -9,6 +10,14 @@ which the flow leaves it. Nothing predicts these saddles in closed form here, so
 unit. Then, at each net's final point, the Hessian's spectral density by stochastic Lanczos
 quadrature (`integrators.spectral_density`, outliers deflated) against the dense spectrum
 (`jax.hessian` + `eigvalsh`), in Wasserstein-1 relative to ||H||.
+
+On orthonormal data (`ORTHO_N` samples, `ORTHO_M` ReLU neurons, balanced init at each of
+`ALPHAS`, `orthogonal_flow`), each saddle is held against Algorithm 1's (`predicted_saddle`:
+`distance_to_prediction` is the largest difference in any parameter; null where a group of
+neurons shares a sample, whose split the prediction does not carry). On the teacher-student
+population loss (erf, K = M = 2, second layer fixed), each saddle's order parameters are
+held against the fixed point of the online-SGD ODEs found from the flow's plateau at
+lr = 1e-10 (`teacher_student_chain`).
 
 Writes `results.json` (`rows`: one per saddle, with `grad_norm`, `morse_index`,
 `morse_exact`, `escape_angle`, `distance_to_prediction`; `density`: one per net, with
@@ -26,7 +35,8 @@ from jax.flatten_util import ravel_pytree
 
 from benchmarks._common import Timer, enable_float64, log, parser, pyplot, save_figure
 from benchmarks._driver import finish, header
-from dynamics import TwoLayerReLU
+from dynamics import TwoLayerNet, TwoLayerReLU, order_parameters, teacher_student_loss
+from dynamics.unchecked import teacher_student_loss as unchecked_teacher_student_loss
 from integrators import (
     gradient_flow,
     neuron_units,
@@ -35,7 +45,7 @@ from integrators import (
     spectral_density,
     wasserstein1,
 )
-from theory import saddle_jumps
+from theory import online_fixed_point, saddle_jumps
 
 D, N = 16, 256
 WIDTHS = (3, 30, 120)
@@ -179,6 +189,55 @@ def orthonormal_chain(alpha, seed):
     return rows, curve
 
 
+TS_D, TS_EPS = 10, 1e-3  # teacher-student: inputs, the start's overlap with the teacher
+
+
+def teacher_student_chain(eps=TS_EPS):
+    """The saddle chain of the population gradient flow of an erf student (K = 2, second
+    layer fixed at 1) on its erf teacher (M = 2, orthonormal units), from Q = 0.05 I and
+    R = eps I, each saddle's order parameters against the fixed point of the online-SGD ODEs
+    found from the flow's own plateau (`theory.online_fixed_point` at lr = 1e-10: the
+    gradient-flow limit; at lr = 1e-6 the ODEs' lr^2 term, which no gradient flow has, moved
+    the fixed point by 1e-6)."""
+    E = jnp.eye(TS_D)
+    teacher = TwoLayerNet(E[:2], jnp.ones(2), activation="erf")
+    W0 = eps * E[:2] + np.sqrt(0.05 - eps**2) * E[2:4]
+    student = TwoLayerNet(W0, jnp.ones(2), activation="erf", train_second_layer=False)
+    ts = jnp.linspace(0.0, 400.0, 801)
+    timer = Timer()
+    sol = gradient_flow(student, unchecked_teacher_student_loss, ts, args=teacher,
+                        hold_kinks=False, save_trajectory=True, rtol=1e-10, atol=1e-10)  # fmt: skip
+    flow_seconds = timer()
+    timer = Timer()
+    chain = saddle_chain(sol, teacher_student_loss, args=teacher)
+    chain_seconds = timer()
+    rows = []
+    for i, c in enumerate(chain):
+        j = int(np.argmin(np.abs(np.asarray(ts) - c["time"])))
+        at = jax.tree_util.tree_map(lambda x, j=j: x[j] if eqx.is_array(x) else x,
+                                    sol.trajectory)  # fmt: skip
+        fixed = online_fixed_point(order_parameters(at, teacher), activation="erf",
+                                   lr=1e-10, tol=1e-23)  # fmt: skip
+        ours = order_parameters(c["model"], teacher)
+        distance = None
+        if bool(fixed.ok):
+            distance = max(float(jnp.max(jnp.abs(fixed.state.Q - ours.Q))),
+                           float(jnp.max(jnp.abs(fixed.state.R - ours.R))))  # fmt: skip
+        rows.append(
+            {
+                "width": 2, "data": "teacher_student", "saddle": i, "time": c["time"],
+                "flow_loss": c["flow_loss"], "loss": c["loss"], "grad_norm": c["grad_norm"],
+                "ok": c["ok"], "result": c["result"], "morse_index": c["morse_index"],
+                "morse_exact": c["morse_index"] >= 0, "morse_lower": c["morse_lower"],
+                "escape_angle": c["escape_angle"], "distance_to_prediction": distance,
+                "fixed_point_eg": float(fixed.eg),
+            }
+        )  # fmt: skip
+    log(f"saddle_chain: teacher-student: flow {flow_seconds:.1f} s, chain {chain_seconds:.1f} s, "
+        f"distances to the ODEs' fixed points {', '.join(_distance(r) for r in rows)}")  # fmt: skip
+    return rows
+
+
 def run_benchmark(widths=WIDTHS, horizon=40.0, seed=0, alphas=ALPHAS, ortho_seeds=4):
     enable_float64()
     timer = Timer()
@@ -195,6 +254,7 @@ def run_benchmark(widths=WIDTHS, horizon=40.0, seed=0, alphas=ALPHAS, ortho_seed
             rows += r
             if k == 0:
                 ortho_curves.append(c)
+    rows += teacher_student_chain()
     config = {
         "inputs": D, "samples": N, "widths": list(widths), "horizon": horizon,
         "init": "tanh MLP without biases, weights x 1e-4, units=neuron_units",
@@ -236,7 +296,8 @@ def table(results: dict) -> str:
         "| width | saddle | t | loss | ‖grad‖ | index | escape angle (rad) |",
         "|---|---|---|---|---|---|---|",
     ]
-    tanh = [r for r in results["rows"] if r.get("data") != "orthonormal"]
+    tanh = [r for r in results["rows"] if r.get("data") is None]
+    ts_rows = [r for r in results["rows"] if r.get("data") == "teacher_student"]
     ortho = [r for r in results["rows"] if r.get("data") == "orthonormal"]
     for r in tanh:
         index = r["morse_index"] if r["morse_exact"] else f">= {r['morse_lower']}"
@@ -265,6 +326,19 @@ def table(results: dict) -> str:
             f"{r['loss']:.6g} | {r['grad_norm']:.1e}{_why(r)} | "
             f"{index} | {_distance(r)} |"
         )
+    if ts_rows:
+        lines += [
+            "",
+            "| teacher-student saddle | t | loss | ODEs' fixed point eg | ‖grad‖ | index | "
+            "distance in Q, R |",
+            "|---|---|---|---|---|---|---|",
+        ]
+    for r in ts_rows:
+        index = r["morse_index"] if r["morse_exact"] else f">= {r['morse_lower']}"
+        lines.append(
+            f"| {r['saddle']} | {r['time']:.1f} | {r['loss']:.12g} | {r['fixed_point_eg']:.12g} "
+            f"| {r['grad_norm']:.1e}{_why(r)} | {index} | {_distance(r)} |"
+        )
     return "\n".join(lines)
 
 
@@ -274,7 +348,7 @@ def plot_chain(results: dict, path) -> None:
     for i, c in enumerate(results["_curves"]):
         ax.semilogy(c["ts"], c["loss"], f"C{i}-", label=f"width {c['width']}")
         for r in results["rows"]:
-            if r["width"] == c["width"] and r.get("data") != "orthonormal":
+            if r["width"] == c["width"] and r.get("data") is None:
                 label = r["morse_index"] if r["morse_exact"] else f">={r['morse_lower']}"
                 label = f"{label}" if r["ok"] else f"{label}?"  # ?: not polished to tol
                 ax.plot(r["time"], r["flow_loss"], f"C{i}o" if r["ok"] else f"C{i}x")

@@ -37,7 +37,9 @@ from ._spectrum import DENSE_MAX, _check_model_and_loss, hessian_spectrum
 
 
 def _flattest(ts, loss, lo, hi):
-    """The save index in [lo, hi] where the log-loss decays slowest."""
+    """The save index in [lo, hi] where the log-loss decays slowest (a loss at 0, or a
+    rounding below it, read at 1e-300 of its largest)."""
+    loss = np.maximum(loss, 1e-300 * np.max(loss))
     rate = -np.diff(np.log(loss)) / np.maximum(np.diff(ts), 1e-300)
     lo, hi = int(lo), int(max(hi, lo + 1))
     window = rate[lo:hi]

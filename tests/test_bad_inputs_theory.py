@@ -246,7 +246,12 @@ CASES = {
     "typical_alignment": [(lambda: T.typical_alignment(r=0, m=4), ValueError, "`r`")],
     "loss_plateaus": [
         (lambda: T.loss_plateaus(np.arange(4.0), np.ones(3)), ValueError, "`loss`"),
-        (lambda: T.loss_plateaus(np.arange(4.0), np.zeros(4)), ValueError, "> 0"),
+        (lambda: T.loss_plateaus(np.arange(4.0), np.zeros(4)), ValueError, "positive somewhere"),
+        (
+            lambda: T.loss_plateaus(np.arange(4.0), np.array([1.0, -0.5, 0.3, 0.2])),
+            ValueError,
+            ">= 0",
+        ),
         (lambda: T.loss_plateaus(np.arange(4.0), np.ones(4), min_drop=2.0), ValueError, "min_drop"),
         (lambda: T.loss_plateaus(np.arange(2.0), np.ones(2)), ValueError, "3 save times"),
     ],

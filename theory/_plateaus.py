@@ -17,8 +17,8 @@ def loss_plateaus(
     Each jump's time is the first crossing of the midpoint (L_before + L_after) / 2,
     interpolated linearly in log-loss between save times, as `crossing_times` measures jumps
     against Algorithm 1's plateaus. Losses below `floor` x max L count as zero (clipped
-    there): the exponential convergence to an interpolator, a straight line in log-loss, is
-    no jump. NumPy in, NumPy out (a measurement).
+    there; zero itself, or a rounding below it, too): the exponential convergence to an
+    interpolator, a straight line in log-loss, is no jump. NumPy in, NumPy out (a measurement).
 
     **Returns:** a dict of NumPy arrays: `times` (J,) the jump times, `levels` (J + 1,) the loss
     on each plateau (where it is flattest: the least rho between two jumps), `starts` /
@@ -33,8 +33,6 @@ def loss_plateaus(
     ts = np.asarray(check_time_grid("ts", ts), dtype=float)
     check_shape("loss", loss, ts.shape)
     loss = np.asarray(check_finite("loss", inexact(loss, float, "loss")), dtype=float)
-    if np.any(loss <= 0):
-        raise ValueError("`loss` must be > 0 everywhere (its logarithm is read), got a value <= 0")
     for name, v in (("rate_threshold", rate_threshold), ("min_drop", min_drop), ("floor", floor)):
         if not 0 < float(v) < 1:
             raise ValueError(f"`{name}` must lie in (0, 1), got {v}")
@@ -46,6 +44,13 @@ def loss_plateaus(
         raise ValueError(
             f"`loss` changes between equal save times (ts[{i}] = ts[{i + 1}] = {ts[i]}, loss "
             f"{loss[i]} -> {loss[i + 1]}): a drop of zero duration has no rate"
+        )
+    # zero, or below it by rounding (a closed-form population loss at its teacher gave
+    # -2e-16), counts as zero: clipped to the floor like any loss below it
+    if not loss.max() > 0 or np.any(loss < -floor * loss.max()):
+        raise ValueError(
+            "`loss` must be >= 0 everywhere (up to rounding: -floor x max L) and positive "
+            f"somewhere (its logarithm is read), got values from {loss.min()} to {loss.max()}"
         )
     loss = np.maximum(loss, floor * loss.max())
     log = np.log(loss)
