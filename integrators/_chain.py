@@ -97,23 +97,33 @@ def _polish(model, loss, args, tol, max_steps, scale):
 
 
 def saddle_chain(sol, loss, *, args=None, tol: float = 1e-12, max_steps: int = 2000, **plateaus):
-    """The saddle chain of a flow's solution `sol` (a `gradient_flow`, `orthogonal_flow` or
-    `two_layer_flow` solution saved with `save_trajectory=True`) under `loss(model, args)`:
-    one row per plateau, as dicts of NumPy values (module docstring).
+    """The saddle chain of a flow's solution: one row per plateau, each polished to the
+    critical point the flow lingers at (module docstring).
+
+    **Arguments:**
+
+    - `sol`: a `gradient_flow`, `orthogonal_flow` or `two_layer_flow` solution saved with
+      `save_trajectory=True`.
+    - `loss`: `loss(model, args) -> scalar` on the trajectory's models; `args`: passed to it.
+    - `tol`: the polish's target on ||grad|| (`critical_point`'s `tol`).
+    - `max_steps`: Newton steps per plateau (2,000: near a degenerate saddle Newton converges
+      linearly; a 3-3-1 tanh net's second plateau, index 14, took more than 500). A run that
+      heads for a critical point at infinity ends `runs_to_infinity` (`critical_point`).
+    - `plateaus`: passed to `theory.loss_plateaus` (`rate_threshold`, `min_drop`, `floor`).
+
+    **Returns:** a list of dicts of NumPy values, one per plateau:
 
     - `time`, `flow_loss`: the plateau's save time and the flow's loss there.
-    - `loss`, `grad_norm`, `ok`, `result`: the polished critical point's (`tol` on ||grad||;
-      a `TwoLayerReLU` polished on its plateau's activation piece, `result` `"left_piece"`
-      where the polished point is off it).
+    - `loss`, `grad_norm`, `ok`, `result`: the polished critical point's (`result` the
+      name, `"RESULTS.successful"` where ||grad|| < `tol`; a `TwoLayerReLU` polished on its
+      plateau's activation piece, `"left_piece"` where the polished point is off it).
     - `morse_index` (certified, -1 where not), `morse_lower`, `model`: the critical point.
     - `unstable` (index, P): its unstable directions (None for P > 1024).
     - `escape_angle`: radians between the flow's escape from the plateau and the unstable
       subspace (NaN for the last plateau, which the flow does not leave).
 
-    `max_steps`: Newton steps per plateau (2,000: near a degenerate saddle Newton converges
-    linearly; a 3-3-1 tanh net's second plateau, index 14, took more than 500). A run that
-    heads for a critical point at infinity ends `runs_to_infinity` (`critical_point`).
-    `plateaus` go to `theory.loss_plateaus` (`rate_threshold`, `min_drop`, `floor`).
+    **Raises:** `ValueError` where `sol` carries no trajectory, or on a loss curve
+    `theory.loss_plateaus` refuses.
     """
     trajectory = getattr(sol, "trajectory", None)
     if trajectory is None:

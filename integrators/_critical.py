@@ -238,15 +238,47 @@ def critical_point(
       `trust-ncg`), accepted where L decreases: it goes downhill past saddles to a minimum,
       and is much faster than `"any"` from far away.
 
-    `max_steps`: Newton steps; `max_iter`: Krylov iterations per step (default min(P, 500):
-    exact Newton steps for P <= 500). The spectrum at the end: dense (all P eigenvalues) for
-    P <= 1024, else the `num_eigenpairs` smallest and largest by Lanczos (residuals 1e-8 x
-    ||H||, at most 30 restarts: near-null clusters, as at the minima of an overparameterized
-    model, converge slowly, and the Morse index needs only each value's side of the
-    threshold); `eig_tol`: the Morse threshold relative to ||H|| (default 1e-6 in float64,
-    1e-3 in float32). `throw=True` raises on failure.
+    The spectrum at the end is dense (all P eigenvalues) for P <= 1024, else the
+    `num_eigenpairs` smallest and largest by Lanczos (residuals 1e-8 x ||H||, at most 30
+    restarts: near-null clusters, as at the minima of an overparameterized model, converge
+    slowly, and the Morse index needs only each value's side of the threshold), its index
+    certified by the dense count up to P = 8192 (`certify`).
 
-    **Returns:** a `CriticalPointSolution`.
+    **Arguments:**
+
+    - `model`: an Equinox module, the start; its inexact arrays are theta.
+    - `loss`: `loss(model, args) -> scalar`, twice differentiable; `args`: passed to it.
+    - `kind`: `"any"` (Newton on grad L = 0: saddles too) or `"minimum"` (descent).
+    - `tol`: stop where ||grad L||_2 < `tol` (default 1e-10 in float64, 1e-5 in float32).
+    - `max_steps`: Newton steps; `max_iter`: Krylov iterations per step (default
+      min(P, 500): exact Newton steps for P <= 500).
+    - `eig_tol`: the Morse threshold relative to ||H|| (default 1e-6 in float64, 1e-3 in
+      float32); `num_eigenpairs`: Lanczos pairs at each end for P > 1024.
+    - `certify`: count all P eigenvalues where the Lanczos bounds do not meet (P <= 8192,
+      outside `jit`; `certify=False` leaves `morse_index` -1 there).
+    - `throw`: raise where the polish failed instead of returning it.
+
+    **Returns:** a `CriticalPointSolution`: `model` (the point), `loss`, `grad_norm`,
+    `grad_max`, `spectrum` (a `HessianSpectrumSolution`), `eigenvalues`, `morse_index`,
+    `morse_exact`, `result`, `stats` (`num_steps`, `num_accepted_steps`, `num_hvps`, and
+    `start_norm`, `midway_norm`, `end_norm`: ||theta|| at the start, at half the budget and
+    at the end). `result`: successful; `max_steps_reached`; `stalled` (the trust radius
+    collapsed); `runs_to_infinity` (over the budget's second half ||theta|| grew by 5% or
+    more while ||grad|| fell by less than 10x: heading for a critical point at infinity,
+    as saturating tanh units do; more steps would not help); `unbounded` (||theta|| past
+    1e20 times its start); `nonfinite_point`; `uncertified_index` (critical to `tol`, its
+    index not certified).
+
+    **Raises:** `ValueError` on a bad `kind`, non-positive `tol`, `eig_tol`, `max_steps`,
+    `max_iter` or `num_eigenpairs`, a model without inexact arrays, a loss that is not a
+    scalar, or `certify=True` under `jit`.
+
+    >>> class Q(eqx.Module):
+    ...     p: jax.Array
+    >>> loss = lambda m, args: (m.p[0] ** 2 - 1.0) ** 2 + m.p[1] ** 2  # a saddle at 0
+    >>> cp = critical_point(Q(jnp.array([0.1, 0.2])), loss)
+    >>> bool(cp.ok), [abs(round(v, 6)) for v in cp.model.p.tolist()], int(cp.morse_index)
+    (True, [0.0, 0.0], 1)
     """
     dim, dtype = _check_model_and_loss(model, loss, args)
     kind = str(kind) if isinstance(kind, np.str_) else kind
@@ -297,12 +329,20 @@ def escape_saddle(
     s = +-1 giving the lower loss (at a saddle the loss drops by ~ |lambda_min| d^2 / 2 both
     ways; the cubic term picks a side). Continue with a flow from the returned model.
 
-    `spectrum`: a `HessianSpectrumSolution` with vectors at `model` (e.g. `critical_point(...)
-    .spectrum` for P > 1024, or `hessian_spectrum(model, loss, args=args, k=1)`); computed when
-    None. Raises ValueError where the smallest eigenvalue is not below -eig_tol x ||H|| (no
-    escape direction: not a saddle) or the spectrum has no vectors or did not converge.
+    **Arguments:**
+
+    - `model`: an Equinox module at (or near) a saddle; `loss`, `args`: as for
+      `critical_point`.
+    - `distance`: the step, relative to the parameters' root-mean-square size.
+    - `spectrum`: a `HessianSpectrumSolution` with vectors at `model` (e.g.
+      `critical_point(...).spectrum` for P > 1024, or `hessian_spectrum(model, loss,
+      args=args, k=1)`); computed when None.
 
     **Returns:** (the displaced model, lambda_min).
+
+    **Raises:** `ValueError` where the smallest eigenvalue is not below -eig_tol x ||H||
+    (no escape direction: not a saddle), or the spectrum has no vectors or did not
+    converge.
 
     >>> class P(eqx.Module):
     ...     p: jax.Array

@@ -74,7 +74,17 @@ class SpectralDensitySolution(AbstractSolution):
 
 def wasserstein1(nodes, weights, values) -> float:
     """W1 between the discrete measure sum_j weights_j delta(nodes_j) and the empirical
-    measure of `values` (each 1 / len), as the integral of |F - G| over the real line."""
+    measure of `values` (each 1 / len), as the integral of |F - G| over the real line.
+
+    **Arguments:** `nodes` (N,) and `weights` (N,): a discrete measure (a
+    `SpectralDensitySolution`'s, say; the weights sum to 1); `values` (M,): the reference
+    eigenvalues (a dense spectrum).
+
+    **Returns:** W1 as a Python float (in the eigenvalues' units: divide by ||H|| for the
+    relative figure).
+
+    **Raises:** `ValueError` where `nodes` and `weights` differ in shape or any input is not
+    finite."""
     nodes, weights = np.asarray(nodes, float), np.asarray(weights, float)
     values = np.sort(np.asarray(values, float))
     if nodes.ndim != 1 or weights.shape != nodes.shape:
@@ -83,6 +93,9 @@ def wasserstein1(nodes, weights, values) -> float:
         )
     if values.ndim != 1 or values.size == 0:
         raise ValueError(f"`values` must be a non-empty 1-D array, got shape {values.shape}")
+    for name, x in (("nodes", nodes), ("weights", weights), ("values", values)):
+        if not np.all(np.isfinite(x)):
+            raise ValueError(f"`{name}` must be finite, got {np.sum(~np.isfinite(x))} non-finite")
     grid = np.sort(np.concatenate([nodes, values]))
     order = np.argsort(nodes)
     F = np.searchsorted(nodes[order], grid[:-1], side="right")
@@ -152,19 +165,35 @@ def spectral_density(
     """The spectral density of the loss Hessian by stochastic Lanczos quadrature, its
     `deflate` smallest and largest eigenvalues taken out exactly (module docstring).
 
+    **Arguments:**
+
+    - `model`: an Equinox module; its inexact arrays are theta. `loss`: `loss(model, args)
+      -> scalar`, twice differentiable; `args`: passed to it.
     - `probes`: random start vectors, orthogonal to the deflated eigenvectors and to each
-      other (orthonormalized Rademacher frames of the complement: `probes` at least P - 2 `deflate`
-      and `steps` = P - 2 `deflate` give the density exactly, to rounding). Default 32, or
-      the whole complement where it has at most 64 dimensions (exact at a cost of at most
-      64 x 64 products: at P = 51, 32 random probes left W1 / ||H|| = 1.1e-3 to 3.5e-3);
-      `steps`: Lanczos steps per probe (the quadrature is exact to polynomial degree
-      2 steps - 1; default min(100, P - 2 deflate)); `deflate`: eigenpairs taken out at
-      each end (default min(16, P / 8); 0: plain SLQ). Measured against the dense spectrum
-      of tanh MLPs on 256 samples (`tests/test_density.py`): W1 / ||H|| = 3.8e-4 at
-      P = 541 and 3.9e-4 at P = 2,161 with 32 orthogonal probes, 120 steps and 16 deflated
-      (independent probes: 7.8e-4 and 3.0e-4; plain SLQ, 16 probes, 80 steps: 1.6e-3 and
-      7.2e-4).
-    - Memory O(steps x P); cost probes x steps Hessian-vector products and the deflation's.
+      other (orthonormalized Rademacher frames of the complement: `probes` at least
+      P - 2 `deflate` and `steps` = P - 2 `deflate` give the density exactly, to rounding).
+      Default 32, or the whole complement where it has at most 64 dimensions (exact at a
+      cost of at most 64 x 64 products: at P = 51, 32 random probes left W1 / ||H|| = 1.1e-3
+      to 3.5e-3).
+    - `steps`: Lanczos steps per probe (the quadrature is exact to polynomial degree
+      2 steps - 1; default min(100, P - 2 deflate)).
+    - `deflate`: eigenpairs taken out at each end (default min(16, P / 8); 0: plain SLQ).
+    - `key`: the probes' key (default PRNGKey(0)).
+
+    Measured against the dense spectrum of tanh MLPs on 256 samples
+    (`tests/test_density.py`): W1 / ||H|| = 3.8e-4 at P = 541 and 3.9e-4 at P = 2,161 with
+    32 orthogonal probes, 120 steps and 16 deflated (independent probes: 7.8e-4 and 3.0e-4;
+    plain SLQ, 16 probes, 80 steps: 1.6e-3 and 7.2e-4). Memory O(steps x P); cost
+    probes x steps Hessian-vector products and the deflation's.
+
+    **Returns:** a `SpectralDensitySolution` (`nodes`, `weights`, `probe_nodes`,
+    `probe_weights`, `deflated`, `dim`, `result`, `stats`; `counts(edges)` gives eigenvalue
+    counts in intervals with error bars). `result` is the deflation's where it failed
+    (`unconverged_eigenvalues`, `nonfinite_point`).
+
+    **Raises:** `ValueError` on non-positive `probes` or `steps`, a negative `deflate`,
+    `steps` + 2 `deflate` above P, a bad `key`, a model without inexact arrays or a loss
+    that is not a scalar.
 
     >>> class Q(eqx.Module):
     ...     p: jax.Array

@@ -430,6 +430,8 @@ CASES["saddle_chain"] = [
 CASES["wasserstein1"] = [
     (lambda: I.wasserstein1([0.0, 1.0], [1.0], [0.5]), ValueError, "`weights`"),
     (lambda: I.wasserstein1([0.0], [1.0], []), ValueError, "`values`"),
+    (lambda: I.wasserstein1([np.nan], [1.0], [0.5]), ValueError, "`nodes` must be finite"),
+    (lambda: I.wasserstein1([0.0], [1.0], [np.inf]), ValueError, "`values` must be finite"),
 ]
 CASES["certify_morse"] = [
     (
