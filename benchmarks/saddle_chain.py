@@ -185,7 +185,8 @@ def orthonormal_chain(alpha, seed):
         f"saddle_chain: orthonormal, alpha {alpha:.0e}: flow {flow_seconds:.1f} s, chain "
         f"{chain_seconds:.1f} s, distances to Algorithm 1 {distances}"
     )
-    curve = {"alpha": alpha, "ts": np.asarray(ts).tolist(), "loss": np.asarray(sol.loss).tolist()}
+    curve = {"alpha": alpha, "seed": seed, "ts": np.asarray(ts).tolist(),
+             "loss": np.asarray(sol.loss).tolist()}  # fmt: skip
     return rows, curve
 
 
@@ -252,8 +253,7 @@ def run_benchmark(widths=WIDTHS, horizon=40.0, seed=0, alphas=ALPHAS, ortho_seed
         for k in range(ortho_seeds):
             r, c = orthonormal_chain(alpha, seed + k)
             rows += r
-            if k == 0:
-                ortho_curves.append(c)
+            ortho_curves.append(c)
     rows += teacher_student_chain()
     config = {
         "inputs": D, "samples": N, "widths": list(widths), "horizon": horizon,
@@ -362,21 +362,30 @@ def plot_chain(results: dict, path) -> None:
 
 
 def plot_orthonormal(results: dict, path) -> None:
-    """The orthonormal flows' losses in rescaled time, each saddle marked by its index."""
+    """The orthonormal flows' losses in rescaled time, each saddle marked by its index, for
+    the seed with the most saddles Algorithm 1 predicts."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
-    for i, c in enumerate(results.get("_orthonormal_curves", [])):
+    ortho = [r for r in results["rows"] if r.get("data") == "orthonormal"]
+    seeds = sorted({r["seed"] for r in ortho})
+    if not seeds:
+        return
+    shown = max(seeds, key=lambda k: sum(r["distance_to_prediction"] is not None
+                                         for r in ortho if r["seed"] == k))  # fmt: skip
+    curves = [c for c in results.get("_orthonormal_curves", []) if c.get("seed") == shown]
+    for i, c in enumerate(curves):
         ax.semilogy(c["ts"], c["loss"], f"C{i}-", label=f"alpha {c['alpha']:.0e}")
         for r in results["rows"]:
             same = r.get("data") == "orthonormal" and r["alpha"] == c["alpha"]
-            if same and r["seed"] == results["config"]["base_seed"]:
+            if same and r["seed"] == shown:
                 ax.plot(r["time"], r["flow_loss"], f"C{i}o" if r["ok"] else f"C{i}x")
                 ax.annotate(f"{r['morse_index']} ({_distance(r)})",
                             (r["time"], r["flow_loss"]), textcoords="offset points",
                             xytext=(4, 4 + 10 * i), fontsize=8, color=f"C{i}")  # fmt: skip
     ax.set_xlabel("rescaled time")
     ax.set_ylabel("loss")
-    ax.set_title("orthonormal data: index (distance to Algorithm 1's saddle)")
+    ax.set_title(f"orthonormal data, seed {shown}: index (distance to Algorithm 1's saddle)",
+                 fontsize=10)  # fmt: skip
     ax.legend()
     save_figure(fig, path)
 
