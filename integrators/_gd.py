@@ -129,7 +129,24 @@ def gradient_descent(
     steps that stops early once converged. GD with step eta follows the gradient flow at
     ordinary time t = k eta, i.e. rescaled time k eta / log(1/alpha). Pure and `jax.vmap`-able
     over models and data; `learning_rate` may be an array, so an eta sweep does not recompile.
-    `throw=True` raises unless the run converged.
+
+    **Arguments:**
+
+    - `X` (n, d): inputs; `y` (n,): labels (no broadcasting).
+    - `model`: the `TwoLayerReLU` start.
+    - `learning_rate`: eta > 0 (an array under `vmap`).
+    - `tol`: stop once L <= `tol`; `max_steps`: the step budget.
+    - `num_checkpoints`: log-spaced save points (`checkpoint_steps`).
+    - `max_loss`: a loss above it (or non-finite) is divergence.
+    - `orthonormal`: which dynamics (above).
+    - `throw`: raise unless the run converged.
+
+    **Returns:** a `GradientDescentSolution` (the loss at the checkpoints, the final loss
+    and model, `result`: successful, `max_steps_reached` or `diverged`; `stats`).
+
+    **Raises:** `ValueError` on bad shapes or dtypes, non-finite data, a non-positive
+    `learning_rate`, `tol` or `max_steps`, or `orthonormal=True` with rows that are not
+    orthonormal.
 
     >>> X, y = jnp.eye(2), jnp.array([1.0, -1.0])
     >>> model = TwoLayerReLU(jnp.array([0.1, -0.1]), 0.1 * jnp.eye(2))

@@ -30,7 +30,12 @@ def neuron_units(model) -> eqx.Module:
     - `eqx.nn.MLP`: every neuron of every layer is its row of the layer's weight and its
       bias (its incoming parameters), numbered layer by layer.
 
-    Returns a pytree shaped like the model's inexact arrays, holding integer labels.
+    **Arguments:** `model`: one of the models above.
+
+    **Returns:** a pytree shaped like the model's inexact arrays, holding integer labels.
+
+    **Raises:** `ValueError` for any other model, or a batch of models (label one inside
+    its `vmap`).
 
     >>> from dynamics import LeakyReLUNet, TwoLayerNet, TwoLayerReLU
     >>> units = neuron_units(TwoLayerReLU(jnp.ones(2), jnp.ones((2, 3))))
