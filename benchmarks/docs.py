@@ -44,6 +44,7 @@ BENCHMARKS = {
     "saddles": "Critical points of any model: polishing and Morse indices",
     "any_model": "Any Equinox model: the generic flow against references",
     "relu_networks": "Deep ReLU networks through their loss drop against gradient descent",
+    "relu_networks_n1000": "A width-64 ReLU network on 1,000 samples against gradient descent",
     "saddle_chain": "Saddle chains of small tanh nets, and their Hessians' spectral densities",
     "online_sgd": "Online SGD: order-parameter ODEs against simulations, Euler and the plateau",
     "online_sgd_d8000": "Online SGD at d = 8000 against its order-parameter ODEs",
@@ -62,6 +63,7 @@ COMMANDS = {
     "phase_transition_label_noise": "phase_transition --label-noise 0 0.05 0.1 0.2",
     "multi_index_finite_sample": "multi_index --samples 50000",
     "online_sgd_d8000": "online_sgd --dims 8000 --configs 0 1 2",
+    "relu_networks_n1000": "relu_networks --large",
     "beyond_orthogonal_n64": (
         "beyond_orthogonal --n 64 --cs 0 1e-6 0.1 --d-over-n 1 4 --no-solvers"
     ),

@@ -50,7 +50,7 @@ from theory import online_fixed_point, saddle_jumps
 D, N = 16, 256
 WIDTHS = (3, 30, 120)
 ORTHO_N, ORTHO_M = 6, 5  # orthonormal data: samples (= inputs), neurons
-ALPHAS = (1e-8, 1e-16, 1e-32)
+ALPHAS = (1e-8, 1e-16, 1e-32, 1e-64)
 
 
 def problem(width, seed):
