@@ -45,7 +45,10 @@ BENCHMARKS = {
     "any_model": "Any Equinox model: the generic flow against references",
     "relu_networks": "Deep ReLU networks through their loss drop against gradient descent",
     "relu_networks_n1000": "A width-64 ReLU network on 1,000 samples against gradient descent",
-    "saddle_chain": "Saddle chains of small tanh nets, and their Hessians' spectral densities",
+    "saddle_chain": (
+        "Saddle chains (tanh nets, ReLU nets on orthonormal data against Algorithm 1, a "
+        "teacher-student loss against its ODEs) and Hessian spectral densities"
+    ),
     "online_sgd": "Online SGD: order-parameter ODEs against simulations, Euler and the plateau",
     "online_sgd_d8000": "Online SGD at d = 8000 against its order-parameter ODEs",
     "startup": "The main job's seconds, cold and warm: imports, tracing, compiling, arithmetic",
