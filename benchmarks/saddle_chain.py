@@ -16,8 +16,8 @@ On orthonormal data (`ORTHO_N` samples, `ORTHO_M` ReLU neurons, balanced init at
 `distance_to_prediction` is the largest difference in any parameter; null where a group of
 neurons shares a sample, whose split the prediction does not carry). On the teacher-student
 population loss (erf, K = M = 2, second layer fixed), each saddle's order parameters are
-held against the fixed point of the online-SGD ODEs found from the flow's plateau at
-lr = 1e-10 (`teacher_student_chain`).
+held against the fixed point of the online-SGD ODEs found from the flow's plateau without
+their lr^2 terms (`teacher_student_chain`).
 
 Writes `results.json` (`rows`: one per saddle, with `grad_norm`, `morse_index`,
 `morse_exact`, `escape_angle`, `distance_to_prediction`; `density`: one per net, with
@@ -197,9 +197,9 @@ def teacher_student_chain(eps=TS_EPS):
     """The saddle chain of the population gradient flow of an erf student (K = 2, second
     layer fixed at 1) on its erf teacher (M = 2, orthonormal units), from Q = 0.05 I and
     R = eps I, each saddle's order parameters against the fixed point of the online-SGD ODEs
-    found from the flow's own plateau (`theory.online_fixed_point` at lr = 1e-10: the
-    gradient-flow limit; at lr = 1e-6 the ODEs' lr^2 term, which no gradient flow has, moved
-    the fixed point by 1e-6)."""
+    found from the flow's own plateau (`theory.online_fixed_point` with `second_order=False`:
+    the gradient-flow limit; at lr = 1e-6 the ODEs' lr^2 term, which no gradient flow has,
+    moved the fixed point by 1e-6)."""
     E = jnp.eye(TS_D)
     teacher = TwoLayerNet(E[:2], jnp.ones(2), activation="erf")
     W0 = eps * E[:2] + np.sqrt(0.05 - eps**2) * E[2:4]
@@ -218,7 +218,7 @@ def teacher_student_chain(eps=TS_EPS):
         at = jax.tree_util.tree_map(lambda x, j=j: x[j] if eqx.is_array(x) else x,
                                     sol.trajectory)  # fmt: skip
         fixed = online_fixed_point(order_parameters(at, teacher), activation="erf",
-                                   lr=1e-10, tol=1e-23)  # fmt: skip
+                                   second_order=False)  # fmt: skip
         ours = order_parameters(c["model"], teacher)
         distance = None
         if bool(fixed.ok):

@@ -262,12 +262,12 @@ def critical_point(
     `grad_max`, `spectrum` (a `HessianSpectrumSolution`), `eigenvalues`, `morse_index`,
     `morse_exact`, `result`, `stats` (`num_steps`, `num_accepted_steps`, `num_hvps`, and
     `start_norm`, `midway_norm`, `end_norm`: ||theta|| at the start, at half the budget (NaN
-    where the run ended before it) and at the end). `result`: successful; `max_steps_reached`; `stalled` (the trust radius
-    collapsed); `runs_to_infinity` (over the budget's second half ||theta|| grew by 5% or
-    more while ||grad|| fell by less than 10x: heading for a critical point at infinity,
-    as saturating tanh units do; more steps would not help); `unbounded` (||theta|| past
-    1e20 times its start); `nonfinite_point`; `uncertified_index` (critical to `tol`, its
-    index not certified).
+    where the run ended before it) and at the end). `result`: successful;
+    `max_steps_reached`; `stalled` (the trust radius collapsed); `runs_to_infinity` (over
+    the budget's second half ||theta|| grew by 5% or more while ||grad|| fell by less than
+    10x: heading for a critical point at infinity, as saturating tanh units do; more steps
+    would not help); `unbounded` (||theta|| past 1e20 times its start); `nonfinite_point`;
+    `uncertified_index` (critical to `tol`, its index not certified).
 
     **Raises:** `ValueError` on a bad `kind`, non-positive `tol`, `eig_tol`, `max_steps`,
     `max_iter` or `num_eigenpairs`, a model without inexact arrays, a loss that is not a

@@ -222,3 +222,18 @@ def test_a_zero_relu_unit_and_a_numpy_zero_rate_are_handled():
     s = OrderParameters(Q=0.5 * jnp.ones((2, 2)) + 0.1 * jnp.eye(2), R=0.4 * jnp.ones((2, 2)),
                         T=jnp.eye(2), a=jnp.ones(2), c=jnp.ones(2))  # fmt: skip
     assert online_fixed_point(s, lr=0.1, lr_second=np.float32(0.0)).ok  # was nonfinite
+
+
+def test_fixed_point_without_the_lr_squared_terms_is_the_gradient_flows():
+    # second_order=False: the fixed point of the population gradient flow (the symmetric
+    # plateau of erf K = M = 2); with the lr^2 terms at lr = 0.5 it sits elsewhere
+    Q0, R0 = jnp.full((2, 2), 0.25) + 1e-3 * jnp.eye(2), jnp.full((2, 2), 0.35)
+    s = OrderParameters(Q=Q0, R=R0, T=jnp.eye(2), a=jnp.ones(2), c=jnp.ones(2))
+    flow = online_fixed_point(s, activation="erf", lr=0.5, second_order=False)
+    sgd = online_fixed_point(s, activation="erf", lr=0.5)
+    assert flow.ok and sgd.ok
+    field = online_field(flow.state, activation="erf", lr=0.5, second_order=False)
+    assert float(jnp.max(jnp.abs(field.Q))) < 1e-12 and float(jnp.max(jnp.abs(field.R))) < 1e-12
+    assert float(jnp.max(jnp.abs(flow.state.R - sgd.state.R))) > 1e-4
+    with pytest.raises(ValueError, match="second_order"):
+        online_fixed_point(s, activation="erf", second_order="no")

@@ -368,6 +368,7 @@ def online_fixed_point(
     nodes: int = 12,
     tol: float = 1e-12,
     max_steps: int = 50,
+    second_order: bool = True,
     throw: bool = False,
 ) -> OnlineFixedPoint:
     """A fixed point of the order-parameter ODEs near `state` (a plateau of a trajectory, say)
@@ -375,7 +376,10 @@ def online_fixed_point(
     symmetric plateau of Saad and Solla is a saddle with one unstable eigenvalue lambda, and a
     trajectory that passes it at distance eps from the symmetric manifold stays for about
     log(1 / eps) / lambda. `result` is `RESULTS.max_steps_reached` where ||field|| does not
-    fall below `tol` within `max_steps` Newton steps.
+    fall below `tol` within `max_steps` Newton steps. `second_order=False` drops the lr^2 terms:
+    the fixed points of the population gradient flow itself (with them, at lr = 1e-6, the
+    symmetric plateau of erf K = M = 2 moved by 1e-6 in Q; `tol` is on the field, which
+    scales with lr).
 
     >>> jax.config.update("jax_enable_x64", True)
     >>> s = OrderParameters(Q=jnp.full((1, 1), 0.8), R=jnp.full((1, 1), 0.7), T=jnp.ones((1, 1)),
@@ -391,13 +395,14 @@ def online_fixed_point(
     max_steps = check_positive_int("max_steps", max_steps)
     check_positive("tol", tol, scalar=True)
     trained = float(lr_second) != 0.0  # a NumPy or 0-d array zero holds `a` fixed too
-    return _fixed_point(state, rates, activation, nodes, tol, max_steps, trained).raise_if_failed(
-        throw
-    )
+    second_order = check_flag("second_order", second_order)
+    return _fixed_point(
+        state, rates, activation, nodes, tol, max_steps, trained, second_order
+    ).raise_if_failed(throw)
 
 
 @eqx.filter_jit
-def _fixed_point(state, rates, activation, nodes, tol, max_steps, trained):
+def _fixed_point(state, rates, activation, nodes, tol, max_steps, trained, second_order):
     K = state.Q.shape[0]
     upper = np.triu_indices(K)
 
@@ -414,7 +419,7 @@ def _fixed_point(state, rates, activation, nodes, tol, max_steps, trained):
         return OrderParameters(Q=Q, R=R, T=state.T, a=a, c=state.c)
 
     def F(y):
-        return pack(_field(unpack(y), rates, activation, nodes))
+        return pack(_field(unpack(y), rates, activation, nodes, second_order))
 
     def newton(carry):
         y, _, k = carry
