@@ -199,6 +199,21 @@ def online_field(
     `OrderParameters` (its T and c are zero). `second_order=False` drops the lr^2 terms (the
     small-learning-rate limit).
 
+    **Arguments:**
+
+    - `state`: an `OrderParameters` (Q (K, K) a Gram matrix, R (K, M), T (M, M), a (K,),
+      c (M,)).
+    - `activation`: `"erf"`, `"relu"`, `"linear"` (closed forms) or a callable
+      (Gauss-Hermite with `nodes` points per dimension).
+    - `lr`, `lr_second`: the learning rates of the first and second layer (`lr_second=0`
+      holds a fixed); `noise`: the label noise's standard deviation.
+    - `second_order`: keep the lr^2 terms (default) or drop them.
+
+    **Returns:** an `OrderParameters` holding d(state)/dt.
+
+    **Raises:** `ValueError` on shapes that do not match, a Q that is no Gram matrix,
+    negative rates or noise, a bad activation or `nodes` below 4.
+
     For one linear unit on itself (Q = R = T = 1, a = c = 1) nothing moves:
 
     >>> one = OrderParameters(Q=jnp.ones((1, 1)), R=jnp.ones((1, 1)), T=jnp.ones((1, 1)),
@@ -215,6 +230,13 @@ def online_field(
 
 def generalization_error(state: OrderParameters, *, activation="erf", nodes: int = 12):
     """eps_g = 1/2 E_x (f(x) - f*(x))^2 at the order parameters `state` (no label noise).
+
+    **Arguments:** `state`: an `OrderParameters`; `activation`, `nodes`: as for
+    `online_field`.
+
+    **Returns:** eps_g, a scalar array.
+
+    **Raises:** `ValueError` on a state `online_field` refuses.
 
     >>> s = OrderParameters(Q=jnp.eye(1), R=jnp.zeros((1, 1)), T=jnp.eye(1),
     ...                     a=jnp.ones(1), c=jnp.ones(1))

@@ -20,6 +20,18 @@ def loss_plateaus(
     there; zero itself, or a rounding below it, too): the exponential convergence to an
     interpolator, a straight line in log-loss, is no jump. NumPy in, NumPy out (a measurement).
 
+    **Arguments:**
+
+    - `ts` (T,): increasing save times (at least 3); `loss` (T,): the loss there, >= 0 up
+      to rounding and positive somewhere.
+    - `rate_threshold`: a jump's decay rate, as a fraction of the largest, in (0, 1).
+    - `min_drop`: a jump's least drop, as a fraction of the loss before it, in (0, 1).
+    - `floor`: losses below `floor` x max L count as zero, in (0, 1).
+
+    **Raises:** `ValueError` on shapes that differ, non-finite or complex values, a loss
+    below zero beyond rounding (or zero everywhere), options outside (0, 1), fewer than 3
+    save times, or a loss that changes between equal save times.
+
     **Returns:** a dict of NumPy arrays: `times` (J,) the jump times, `levels` (J + 1,) the loss
     on each plateau (where it is flattest: the least rho between two jumps), `starts` /
     `ends` (J,) where each jump's run begins and ends (save times).
