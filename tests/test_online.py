@@ -225,15 +225,20 @@ def test_a_zero_relu_unit_and_a_numpy_zero_rate_are_handled():
 
 
 def test_fixed_point_without_the_lr_squared_terms_is_the_gradient_flows():
-    # second_order=False: the fixed point of the population gradient flow (the symmetric
-    # plateau of erf K = M = 2); with the lr^2 terms at lr = 0.5 it sits elsewhere
-    Q0, R0 = jnp.full((2, 2), 0.25) + 1e-3 * jnp.eye(2), jnp.full((2, 2), 0.35)
-    s = OrderParameters(Q=Q0, R=R0, T=jnp.eye(2), a=jnp.ones(2), c=jnp.ones(2))
-    flow = online_fixed_point(s, activation="erf", lr=0.5, second_order=False)
-    sgd = online_fixed_point(s, activation="erf", lr=0.5)
+    # second_order=False: the fixed point of the population gradient flow, the teacher
+    # itself for a linear unit; with the lr^2 terms and label noise SGD's fixed point has
+    # the noise's excess norm (Q above T). (Two linear units on two have a continuum of
+    # fixed points: a singular Jacobian, reported as nonfinite.)
+    T = jnp.ones((1, 1))
+    s = OrderParameters(Q=1.1 * T, R=0.9 * T, T=T, a=jnp.ones(1), c=jnp.ones(1))
+    kw = dict(activation="linear", lr=0.5, noise=0.5)
+    flow = online_fixed_point(s, second_order=False, **kw)
+    sgd = online_fixed_point(s, **kw)
     assert flow.ok and sgd.ok
-    field = online_field(flow.state, activation="erf", lr=0.5, second_order=False)
+    field = online_field(flow.state, second_order=False, **kw)
     assert float(jnp.max(jnp.abs(field.Q))) < 1e-12 and float(jnp.max(jnp.abs(field.R))) < 1e-12
-    assert float(jnp.max(jnp.abs(flow.state.R - sgd.state.R))) > 1e-4
+    np.testing.assert_allclose(flow.state.Q, T, atol=1e-10)
+    np.testing.assert_allclose(flow.state.R, T, atol=1e-10)
+    assert float(jnp.max(jnp.abs(sgd.state.Q - T))) > 1e-3
     with pytest.raises(ValueError, match="second_order"):
         online_fixed_point(s, activation="erf", second_order="no")
