@@ -58,6 +58,7 @@ def test_density_arguments_are_checked():
         spectral_density(mlp, loss, args=data, probes=0)
 
 
+@pytest.mark.slow
 def test_a_small_hessians_density_is_exact_by_default():
     # a complement of at most 64 dimensions is probed whole: one orthonormal frame, each
     # probe's Lanczos run through the whole space, the density exact to rounding (32

@@ -123,6 +123,7 @@ def test_rank_one_updates_of_the_sliding_inverses_are_the_direct_solves(monkeypa
     )
 
 
+@pytest.mark.slow
 def test_a_member_without_an_event_reads_the_batch_block_under_vmap():
     # vmapped, a member without a kink event keeps its factor (one neuron sliding on 2
     # entries: the 4 x 4 block) while another's set grows to 5 (the batch moves to the n x n

@@ -354,6 +354,7 @@ def test_more_seeds_compute_only_the_new_ones_and_fewer_read_the_first(tmp_path)
     assert load_sweep(tmp_path).outputs[0]["x"].shape == (7, 2)  # the folder keeps all 7
 
 
+@pytest.mark.slow
 def test_extending_keeps_the_earlier_chunks_and_their_failure_records_go(tmp_path, monkeypatch):
     from integrators import load_sweep
 
