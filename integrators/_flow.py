@@ -206,6 +206,26 @@ def orthogonal_flow(
     not recompile). `ts` (T,) must be increasing, from t = 0 or later; the flow starts from `model`
     at `ts[0]`. `throw=True` raises where the solve fails instead of returning `ok = False`.
 
+    **Arguments:**
+
+    - `X` (n, d): inputs with orthonormal rows; `y` (n,): labels.
+    - `model`: the `TwoLayerReLU` start (any size: its log scale is exact at any alpha whose
+      square float64 holds).
+    - `ts` (T,): increasing save times, from t = 0 or later.
+    - `time_scale`: tau > 0, log(1/alpha) for the rescaled clock (an array under `vmap`).
+    - `rtol`, `atol`, `max_steps`: the step control and budget; `solver`,
+      `stepsize_controller` replace them.
+    - `save_trajectory`: also return the net at every save time.
+    - `hold_live`: hold each step's live set (default) or give the solver the plain field.
+    - `throw`: raise where the solve fails.
+
+    **Returns:** an `OrthogonalFlowSolution` (`ts`, `loss`, `log_scale`, `model`,
+    `trajectory`, `result`, `stats`).
+
+    **Raises:** `ValueError` on rows that are not orthonormal, shapes that do not match,
+    non-finite data or model, a non-increasing `ts`, a non-positive `time_scale`, bad solver
+    options, or an initial loss that overflows.
+
     >>> X, y = jnp.eye(2), jnp.array([1.0, -1.0])
     >>> model = TwoLayerReLU(jnp.array([1e-3, -1e-3]), 1e-3 * jnp.eye(2))
     >>> tau = jnp.log(1e3)

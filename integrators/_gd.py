@@ -60,6 +60,13 @@ class GradientDescentSolution(AbstractSolution):
 def checkpoint_steps(max_steps: int, num_checkpoints: int) -> np.ndarray:
     """Log-spaced, distinct step counts 1 <= k <= max_steps, ending at max_steps.
 
+    **Arguments:** `max_steps`: the last step count (at least 1); `num_checkpoints`: how many
+    (at least 1; fewer come back where the log-spaced counts repeat).
+
+    **Returns:** a NumPy int array of the step counts, ascending.
+
+    **Raises:** `ValueError` on a non-positive `max_steps` or `num_checkpoints`.
+
     >>> checkpoint_steps(1000, 4).tolist()
     [1, 10, 100, 1000]
     """

@@ -73,6 +73,14 @@ def check_memory(n: int, d: int, m: int, batch_size: int, dtype=jnp.float64) -> 
     activations for the forward and backward pass); raises `MemoryError` before the run when
     that exceeds the device's memory (or the host's physical memory on CPU).
 
+    **Arguments:** `n`, `d`: samples and input dimension; `m`: neurons; `batch_size`: the
+    samples per batch; `dtype`: a floating dtype.
+
+    **Returns:** the bytes needed, an int.
+
+    **Raises:** `ValueError` on non-positive sizes or a dtype that is not floating;
+    `MemoryError` where the need exceeds 80% of the memory available.
+
     >>> check_memory(1000, 10, 5, 100) > 0
     True
     """

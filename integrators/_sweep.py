@@ -480,6 +480,13 @@ def load_sweep(out: str | Path) -> SweepSolution:
     when the sweep resumes; ranges without a valid chunk are listed in `missing` (their seeds
     are NaN / -1 / False). `ValueError` when `out` holds no readable `sweep.json`.
 
+    **Arguments:** `out`: the sweep's folder (its `sweep.json` and chunks).
+
+    **Returns:** a `SweepSolution` (`points`, `outputs`, `failed`, `loaded_chunks`,
+    `missing`, the sizes and seconds of the run that wrote it).
+
+    **Raises:** `ValueError` where `out` holds no readable `sweep.json`.
+
     >>> import tempfile
     >>> out = tempfile.mkdtemp()
     >>> _ = sweep(lambda key: {"x": jax.random.normal(key)}, seeds=4, out=out, progress=False)

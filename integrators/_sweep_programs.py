@@ -49,6 +49,14 @@ def pick_batch_size(bytes_per_seed: int, device=None, limit: int = 4096) -> int:
     """The cache/memory rule: largest power of two b with b * bytes_per_seed <= budget, where
     budget = L2 / 2 on CPU and device memory / 8 on accelerators.
 
+    **Arguments:** `bytes_per_seed`: one seed's working set; `device`: a `jax.Device`
+    (default the first); `limit`: the largest batch returned.
+
+    **Returns:** the batch size, a power of two in [1, `limit`].
+
+    **Raises:** `ValueError` on non-positive `bytes_per_seed` or `limit`, or a `device` that
+    is not a `jax.Device`.
+
     >>> pick_batch_size(10**12), pick_batch_size(1, limit=64)
     (1, 64)
     """
