@@ -10,6 +10,7 @@ from scipy.stats import multivariate_normal
 
 from dynamics import TwoLayerNet, order_parameters, teacher_student_loss
 from theory import (
+    RESULTS,
     OrderParameters,
     generalization_error,
     online_field,
@@ -228,7 +229,7 @@ def test_fixed_point_without_the_lr_squared_terms_is_the_gradient_flows():
     # second_order=False: the fixed point of the population gradient flow, the teacher
     # itself for a linear unit; with the lr^2 terms and label noise SGD's fixed point has
     # the noise's excess norm (Q above T). (Two linear units on two have a continuum of
-    # fixed points: a singular Jacobian, reported as nonfinite.)
+    # fixed points: a singular Jacobian, reported as such.)
     T = jnp.ones((1, 1))
     s = OrderParameters(Q=1.1 * T, R=0.9 * T, T=T, a=jnp.ones(1), c=jnp.ones(1))
     kw = dict(activation="linear", lr=0.5, noise=0.5)
@@ -242,3 +243,13 @@ def test_fixed_point_without_the_lr_squared_terms_is_the_gradient_flows():
     assert float(jnp.max(jnp.abs(sgd.state.Q - T))) > 1e-3
     with pytest.raises(ValueError, match="second_order"):
         online_fixed_point(s, activation="erf", second_order="no")
+
+
+def test_a_continuum_of_fixed_points_is_reported_singular():
+    # two linear units on two: every W with the teacher's map is a fixed point, the Jacobian
+    # is singular and Newton's step not finite (it came back `nonfinite`, the state NaN)
+    T = jnp.array([[1.0, 0.2], [0.2, 1.0]])
+    s = OrderParameters(Q=T + 0.1 * jnp.eye(2), R=T - 0.05, T=T, a=jnp.ones(2), c=jnp.ones(2))
+    fp = online_fixed_point(s, activation="linear", lr=0.5, second_order=False)
+    assert fp.result == RESULTS.singular and not fp.ok
+    assert bool(jnp.all(jnp.isfinite(fp.state.Q)))

@@ -397,8 +397,10 @@ def online_fixed_point(
     by Newton's method on the free coordinates, and the field's Jacobian spectrum there: the
     symmetric plateau of Saad and Solla is a saddle with one unstable eigenvalue lambda, and a
     trajectory that passes it at distance eps from the symmetric manifold stays for about
-    log(1 / eps) / lambda. `result` is `RESULTS.max_steps_reached` where ||field|| does not
-    fall below `tol` within `max_steps` Newton steps. `second_order=False` drops the lr^2 terms:
+    log(1 / eps) / lambda. `result` is `RESULTS.singular` where the Jacobian is singular (a
+    continuum of fixed points: two linear units on two), `RESULTS.max_steps_reached` where
+    ||field|| does not fall below `tol` within `max_steps` Newton steps. `second_order=False`
+    drops the lr^2 terms:
     the fixed points of the population gradient flow itself (with them, at lr = 1e-6, the
     symmetric plateau of erf K = M = 2 moved by 1e-6 in Q; `tol` is on the field, which
     scales with lr).
@@ -444,23 +446,32 @@ def _fixed_point(state, rates, activation, nodes, tol, max_steps, trained, secon
         return pack(_field(unpack(y), rates, activation, nodes, second_order))
 
     def newton(carry):
-        y, _, k = carry
-        y = y - jnp.linalg.solve(jax.jacobian(F)(y), F(y))
-        return y, jnp.linalg.norm(F(y)), k + 1
+        y, norm, k, _ = carry
+        step = jnp.linalg.solve(jax.jacobian(F)(y), F(y))
+        # a singular Jacobian (a continuum of fixed points, as two linear units on two
+        # have) gives a non-finite step at a finite point: stop there and say so
+        singular = ~jnp.all(jnp.isfinite(step))
+        y = jnp.where(singular, y, y - step)
+        return y, jnp.where(singular, norm, jnp.linalg.norm(F(y))), k + 1, singular
 
     def going(carry):
-        _, norm, k = carry
-        return (norm > tol) & (k < max_steps) & jnp.isfinite(norm)
+        _, norm, k, singular = carry
+        return (norm > tol) & (k < max_steps) & jnp.isfinite(norm) & ~singular
 
     y0 = pack(state)
-    y, norm, steps = jax.lax.while_loop(going, newton, (y0, jnp.linalg.norm(F(y0)), 0))
+    init = (y0, jnp.linalg.norm(F(y0)), 0, jnp.asarray(False))
+    y, norm, steps, singular = jax.lax.while_loop(going, newton, init)
     eigenvalues = jnp.linalg.eigvals(jax.jacobian(F)(y))
     eigenvalues = eigenvalues[jnp.argsort(-eigenvalues.real)]
     fixed = unpack(y)
     result = RESULTS.where(
         norm <= tol,
         RESULTS.successful,
-        RESULTS.where(jnp.isfinite(norm), RESULTS.max_steps_reached, RESULTS.nonfinite),
+        RESULTS.where(
+            singular,
+            RESULTS.singular,
+            RESULTS.where(jnp.isfinite(norm), RESULTS.max_steps_reached, RESULTS.nonfinite),
+        ),
     )
     return OnlineFixedPoint(state=fixed, eg=_eg(fixed, activation, nodes), eigenvalues=eigenvalues,
                             field_norm=norm, result=result, stats={"num_steps": steps})  # fmt: skip
