@@ -152,6 +152,9 @@ def _polish(f, x0, kind, tol, max_steps, max_iter):
     return x, fx, g, steps, accepted, hvps, stalled, mid
 
 
+RUNAWAY_MIN_STEPS = 50  # the least budget over which `runs_to_infinity` is judged
+
+
 @eqx.filter_jit
 def _critical_core(model, loss, args, kind, tol, max_steps, max_iter, eig_tol, spectrum_opts):
     flat, f, rebuild = _flat(model, loss, args)
@@ -173,7 +176,9 @@ def _critical_core(model, loss, args, kind, tol, max_steps, max_iter, eig_tol, s
     # cancelling units), not a finite one that more steps would reach (a 33-parameter tanh
     # net: ||x|| 1.3 -> 1.6 over 500 steps and 4.4 over 8,000, ||grad|| 1e-4 -> 1.6e-6, the
     # loss creeping up to an asymptote)
-    running = (xn > 1.05 * mid[0]) & (gnorm > 0.1 * mid[1])
+    # (judged only over a budget of RUNAWAY_MIN_STEPS or more: over a few steps a run
+    # towards a finite critical point also grows ||x||)
+    running = (xn > 1.05 * mid[0]) & (gnorm > 0.1 * mid[1]) & (max_steps >= RUNAWAY_MIN_STEPS)
     spent = RESULTS.where(
         away,
         RESULTS.unbounded,
@@ -264,10 +269,11 @@ def critical_point(
     `start_norm`, `midway_norm`, `end_norm`: ||theta|| at the start, at half the budget (NaN
     where the run ended before it) and at the end). `result`: successful;
     `max_steps_reached`; `stalled` (the trust radius collapsed); `runs_to_infinity` (over
-    the budget's second half ||theta|| grew by 5% or more while ||grad|| fell by less than
-    10x: heading for a critical point at infinity, as saturating tanh units do; more steps
-    would not help); `unbounded` (||theta|| past 1e20 times its start); `nonfinite_point`;
-    `uncertified_index` (critical to `tol`, its index not certified).
+    the second half of a budget of 50 steps or more, ||theta|| grew by 5% or more while
+    ||grad|| fell by less than 10x: heading for a critical point at infinity, as saturating
+    tanh units do; more steps would not help); `unbounded` (||theta|| past 1e20 times its
+    start); `nonfinite_point`; `uncertified_index` (critical to `tol`, its index not
+    certified).
 
     **Raises:** `ValueError` on a bad `kind`, non-positive `tol`, `eig_tol`, `max_steps`,
     `max_iter` or `num_eigenpairs`, a model without inexact arrays, a loss that is not a

@@ -54,3 +54,22 @@ def test_orthonormal_saddles_are_algorithm_ones_polished_on_their_piece():
     assert all(r["distance_to_prediction"] < 1e-6 for r in rows)
     coarse, _ = orthonormal_chain(1e-8, 1)
     assert coarse[-1]["distance_to_prediction"] > rows[-1]["distance_to_prediction"]
+
+
+@pytest.mark.slow
+def test_a_relu_chain_takes_the_librarys_square_loss():
+    # the piece model is a TwoLayerReLU: dynamics.square_loss, which checks for one, refused
+    # it ("model must be a TwoLayerReLU, got _OnPiece")
+    import numpy as np
+
+    from dynamics import TwoLayerReLU, square_loss
+    from integrators import orthogonal_flow
+
+    X, y = jnp.eye(4), jnp.array([1.0, 0.5, -0.7, 0.3])
+    U = jax.random.normal(jax.random.PRNGKey(0), (3, 4))
+    U = U / jnp.linalg.norm(U, axis=1, keepdims=True)
+    s, alpha = jnp.array([1.0, -1.0, 1.0]), 1e-12
+    sol = orthogonal_flow(X, y, TwoLayerReLU(alpha * s, alpha * U), jnp.linspace(0, 10.0, 201),
+                          time_scale=np.log(1 / alpha), save_trajectory=True)  # fmt: skip
+    rows = saddle_chain(sol, square_loss, args=(X, y))
+    assert rows and all(r["ok"] for r in rows) and rows[0]["morse_index"] >= 1

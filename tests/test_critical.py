@@ -168,3 +168,19 @@ def test_any_from_a_far_start_says_it_runs_to_infinity():
     assert cp.stats["end_norm"] > 1.05 * cp.stats["midway_norm"] > cp.stats["start_norm"]
     # the same start polished to its minimum by kind="minimum"
     assert critical_point(flow.model, S.loss, args=data, kind="minimum").ok
+
+
+def test_a_short_budget_toward_a_finite_minimum_is_not_called_a_runaway():
+    # over 1-4 steps towards the minimum at (10, 10) from (1, 1) ||x|| grows by more than 5%:
+    # it said runs_to_infinity ("more steps would not help"); under 50 steps it is not judged
+    lam = np.array([1.0, 2.0])
+
+    class Q(eqx.Module):
+        p: jax.Array
+
+    def loss(m, args):
+        return 0.5 * jnp.sum(lam * (m.p - 10.0) ** 2) + 0.1 * jnp.sum((m.p - 10.0) ** 4)
+
+    for steps in (1, 2, 4):
+        cp = critical_point(Q(jnp.ones(2)), loss, kind="minimum", max_steps=steps)
+        assert cp.result != RESULTS.runs_to_infinity

@@ -67,3 +67,15 @@ def test_a_small_hessians_density_is_exact_by_default():
     dens = spectral_density(mlp, loss, args=data)
     assert dens.ok and dens.stats["probes"] == ev.size - 2 * (ev.size // 8)
     assert wasserstein1(dens.nodes, dens.weights, ev) < 1e-12 * np.abs(ev).max()
+
+
+def test_probe_frames_are_orthonormal_even_where_rademacher_rows_repeat():
+    # at P = 8 with 2 deflated, Rademacher rows repeated in 19 of 200 keys and the QR's
+    # extra columns left the complement; such blocks are drawn Gaussian
+    from integrators._density import _probes
+
+    V = jnp.linalg.qr(jax.random.normal(jax.random.PRNGKey(9), (8, 2)))[0].T
+    for i in range(60):
+        Pr = _probes(jax.random.PRNGKey(i), V, 6, 8, jnp.float64)
+        np.testing.assert_allclose(Pr @ Pr.T, np.eye(6), atol=1e-10)
+        np.testing.assert_allclose(Pr @ V.T, 0.0, atol=1e-10)

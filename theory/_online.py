@@ -447,10 +447,12 @@ def _fixed_point(state, rates, activation, nodes, tol, max_steps, trained, secon
 
     def newton(carry):
         y, norm, k, _ = carry
-        step = jnp.linalg.solve(jax.jacobian(F)(y), F(y))
-        # a singular Jacobian (a continuum of fixed points, as two linear units on two
-        # have) gives a non-finite step at a finite point: stop there and say so
-        singular = ~jnp.all(jnp.isfinite(step))
+        J = jax.jacobian(F)(y)
+        step = jnp.linalg.solve(J, F(y))
+        # a finite but singular Jacobian (a continuum of fixed points, as two linear units
+        # on two have) gives a non-finite step: stop there and say so (a non-finite J is
+        # a non-finite point, and the step below makes the norm NaN)
+        singular = jnp.all(jnp.isfinite(J)) & ~jnp.all(jnp.isfinite(step))
         y = jnp.where(singular, y, y - step)
         return y, jnp.where(singular, norm, jnp.linalg.norm(F(y))), k + 1, singular
 
