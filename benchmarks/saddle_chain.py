@@ -68,6 +68,17 @@ def loss(m, data):
     return 0.5 * jnp.mean((jax.vmap(m)(data[0])[:, 0] - data[1]) ** 2)
 
 
+def _row(c: dict, saddle: int, **extra) -> dict:
+    """A results row from one `saddle_chain` row `c` (the fields every section shares), with
+    the section's own `extra` fields first."""
+    return {
+        **extra, "saddle": saddle, "time": c["time"], "flow_loss": c["flow_loss"],
+        "loss": c["loss"], "grad_norm": c["grad_norm"], "ok": c["ok"], "result": c["result"],
+        "morse_index": c["morse_index"], "morse_exact": c["morse_index"] >= 0,
+        "morse_lower": c["morse_lower"], "escape_angle": c["escape_angle"],
+    }  # fmt: skip
+
+
 def one_net(width, horizon, seed):
     mlp, data = problem(width, seed)
     ts = jnp.linspace(0.0, horizon, 401)
@@ -78,15 +89,8 @@ def one_net(width, horizon, seed):
     chain = saddle_chain(sol, loss, args=data)
     chain_seconds = timer()
     rows = [
-        {
-            "width": width, "saddle": i, "time": c["time"], "flow_loss": c["flow_loss"],
-            "loss": c["loss"], "grad_norm": c["grad_norm"], "ok": c["ok"], "result": c["result"],
-            "morse_index": c["morse_index"], "morse_exact": c["morse_index"] >= 0,
-            "morse_lower": c["morse_lower"], "escape_angle": c["escape_angle"],
-            "distance_to_prediction": None,
-        }
-        for i, c in enumerate(chain)
-    ]  # fmt: skip
+        {**_row(c, i, width=width), "distance_to_prediction": None} for i, c in enumerate(chain)
+    ]
     final = sol.model
     params, static = eqx.partition(final, eqx.is_inexact_array)
     flat, unravel = ravel_pytree(params)
@@ -169,17 +173,8 @@ def orthonormal_chain(alpha, seed):
             a, W = predicted
             distance = max(float(np.max(np.abs(np.asarray(c["model"].a) - a))),
                            float(np.max(np.abs(np.asarray(c["model"].W) - W))))  # fmt: skip
-        rows.append(
-            {
-                "width": ORTHO_M, "data": "orthonormal", "alpha": alpha, "seed": seed, "saddle": i,
-                "jumps_before": jumps, "time": c["time"], "flow_loss": c["flow_loss"],
-                "loss": c["loss"], "grad_norm": c["grad_norm"], "ok": c["ok"],
-                "result": c["result"],
-                "morse_index": c["morse_index"], "morse_exact": c["morse_index"] >= 0,
-                "morse_lower": c["morse_lower"], "escape_angle": c["escape_angle"],
-                "distance_to_prediction": distance,
-            }
-        )  # fmt: skip
+        row = _row(c, i, width=ORTHO_M, data="orthonormal", alpha=alpha, seed=seed)
+        rows.append({**row, "jumps_before": jumps, "distance_to_prediction": distance})
     distances = ", ".join(_distance(r) for r in rows)
     log(
         f"saddle_chain: orthonormal, alpha {alpha:.0e}: flow {flow_seconds:.1f} s, chain "
@@ -224,16 +219,8 @@ def teacher_student_chain(eps=TS_EPS):
         if bool(fixed.ok):
             distance = max(float(jnp.max(jnp.abs(fixed.state.Q - ours.Q))),
                            float(jnp.max(jnp.abs(fixed.state.R - ours.R))))  # fmt: skip
-        rows.append(
-            {
-                "width": 2, "data": "teacher_student", "saddle": i, "time": c["time"],
-                "flow_loss": c["flow_loss"], "loss": c["loss"], "grad_norm": c["grad_norm"],
-                "ok": c["ok"], "result": c["result"], "morse_index": c["morse_index"],
-                "morse_exact": c["morse_index"] >= 0, "morse_lower": c["morse_lower"],
-                "escape_angle": c["escape_angle"], "distance_to_prediction": distance,
-                "fixed_point_eg": float(fixed.eg),
-            }
-        )  # fmt: skip
+        row = _row(c, i, width=2, data="teacher_student")
+        rows.append({**row, "distance_to_prediction": distance, "fixed_point_eg": float(fixed.eg)})
     log(f"saddle_chain: teacher-student: flow {flow_seconds:.1f} s, chain {chain_seconds:.1f} s, "
         f"distances to the ODEs' fixed points {', '.join(_distance(r) for r in rows)}")  # fmt: skip
     return rows
@@ -279,6 +266,11 @@ def _angle(value) -> str:
     return "-" if value is None or not np.isfinite(value) else f"{value:.1e}"
 
 
+def _index(row) -> str:
+    """The certified Morse index, or the bound reached where it is not certified."""
+    return str(row["morse_index"]) if row["morse_exact"] else f">= {row['morse_lower']}"
+
+
 def _why(row) -> str:
     """Nothing for a row polished to tol, else why not (the result's name)."""
     if row["ok"]:
@@ -300,10 +292,9 @@ def table(results: dict) -> str:
     ts_rows = [r for r in results["rows"] if r.get("data") == "teacher_student"]
     ortho = [r for r in results["rows"] if r.get("data") == "orthonormal"]
     for r in tanh:
-        index = r["morse_index"] if r["morse_exact"] else f">= {r['morse_lower']}"
         lines.append(
             f"| {r['width']} | {r['saddle']} | {r['time']:.1f} | {r['loss']:.6g} | "
-            f"{r['grad_norm']:.1e}{_why(r)} | {index} | {_angle(r['escape_angle'])} |"
+            f"{r['grad_norm']:.1e}{_why(r)} | {_index(r)} | {_angle(r['escape_angle'])} |"
         )
     lines += ["", "| width | P | W1 / ‖H‖ | SLQ s | dense s |", "|---|---|---|---|---|"]
     for d in results["density"]:
@@ -319,12 +310,11 @@ def table(results: dict) -> str:
             "|---|---|---|---|---|---|---|---|---|",
         ]
     for r in ortho:
-        index = r["morse_index"] if r["morse_exact"] else f">= {r['morse_lower']}"
         lines.append(
             f"| {r['alpha']:.0e} | {r['seed']} | {r['saddle']} | {r['jumps_before']} | "
             f"{r['time']:.2f} | "
             f"{r['loss']:.6g} | {r['grad_norm']:.1e}{_why(r)} | "
-            f"{index} | {_distance(r)} |"
+            f"{_index(r)} | {_distance(r)} |"
         )
     if ts_rows:
         lines += [
@@ -334,10 +324,9 @@ def table(results: dict) -> str:
             "|---|---|---|---|---|---|---|",
         ]
     for r in ts_rows:
-        index = r["morse_index"] if r["morse_exact"] else f">= {r['morse_lower']}"
         lines.append(
             f"| {r['saddle']} | {r['time']:.1f} | {r['loss']:.12g} | {r['fixed_point_eg']:.12g} "
-            f"| {r['grad_norm']:.1e}{_why(r)} | {index} | {_distance(r)} |"
+            f"| {r['grad_norm']:.1e}{_why(r)} | {_index(r)} | {_distance(r)} |"
         )
     return "\n".join(lines)
 

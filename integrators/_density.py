@@ -141,24 +141,18 @@ def _probes(key, V, probes, dim, dtype):
     of the complement a frame spans, and a full frame gives the measure exactly."""
     rest = dim - V.shape[0]
     mask = jnp.ones(V.shape[0], bool)
+    project = jax.vmap(lambda g: _orthogonalize(V, mask, g))  # each row off the rows of V
     out = []
     for i, lo in enumerate(range(0, probes, rest)):
         size = min(rest, probes - lo)
         k = jax.random.fold_in(key, i)
-        G = jax.vmap(lambda g: _orthogonalize(V, mask, g))(
-            jax.random.rademacher(k, (size, dim), dtype)
-        )
-        Q, R = jnp.linalg.qr(G.T)
+        Q, R = jnp.linalg.qr(project(jax.random.rademacher(k, (size, dim), dtype)).T)
         # Rademacher rows can be dependent (two equal rows in a small dimension): then the
         # QR's extra columns leave the complement. Such a block is drawn Gaussian instead
         # (19 of 200 frames at P = 8 with 2 deflated were not orthonormal)
         if float(jnp.min(jnp.abs(jnp.diag(R)))) < 1e-6 * float(jnp.max(jnp.abs(jnp.diag(R)))):
-            G = jax.vmap(lambda g: _orthogonalize(V, mask, g))(
-                jax.random.normal(k, (size, dim), dtype)
-            )
-            Q, R = jnp.linalg.qr(G.T)
-        Q = Q.T  # orthonormal rows, still orthogonal to V
-        out.append(jax.vmap(lambda q: _orthogonalize(V, mask, q))(Q))
+            Q, R = jnp.linalg.qr(project(jax.random.normal(k, (size, dim), dtype)).T)
+        out.append(project(Q.T))  # orthonormal rows, still orthogonal to V
     probes_ = jnp.concatenate(out)
     return probes_ / jnp.linalg.norm(probes_, axis=1, keepdims=True)
 
@@ -222,7 +216,7 @@ def spectral_density(
     rest = dim - 2 * deflate
     probes = (rest if 0 < rest <= EXACT_MAX else 32) if probes is None else probes
     probes = check_positive_int("probes", probes)
-    steps = min(100, dim - 2 * deflate) if steps is None else steps
+    steps = min(100, rest) if steps is None else steps
     steps = check_positive_int("steps", steps)
     if 2 * deflate + steps > dim:
         raise ValueError(
