@@ -175,9 +175,8 @@ def _critical_core(model, loss, args, kind, tol, max_steps, max_iter, eig_tol, s
     # than 10x: it looks to be heading for a critical point at infinity (saturating or
     # cancelling units), not a finite one that more steps would reach (a 33-parameter tanh
     # net: ||x|| 1.3 -> 1.6 over 500 steps and 4.4 over 8,000, ||grad|| 1e-4 -> 1.6e-6, the
-    # loss creeping up to an asymptote)
-    # (judged only over a budget of RUNAWAY_MIN_STEPS or more: over a few steps a run
-    # towards a finite critical point also grows ||x||)
+    # loss creeping up to an asymptote). Judged only over a budget of RUNAWAY_MIN_STEPS or
+    # more: over a few steps a run towards a finite critical point grows ||x|| too.
     running = (xn > 1.05 * mid[0]) & (gnorm > 0.1 * mid[1]) & (max_steps >= RUNAWAY_MIN_STEPS)
     spent = RESULTS.where(
         away,

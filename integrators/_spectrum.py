@@ -263,10 +263,13 @@ def certify_morse(spectrum: HessianSpectrumSolution, model, loss, *, args=None):
         )
     if dim > CERTIFY_MAX:
         return spectrum
-    eig_tol = float(-spectrum.threshold / spectrum.scale) if float(spectrum.scale) > 0 else 0.0
+    dt = spectrum.scale.dtype
+    # `eig_tol` as asked is the threshold over the scale; a zero scale (Lanczos saw H = 0)
+    # does not say it, and 0 would count rounding as negative: the dtype's default then
+    scale0 = float(spectrum.scale)
+    eig_tol = float(-spectrum.threshold) / scale0 if scale0 > 0 else _defaults(dt)[1]
     count, scale = _dense_count(model, loss, args, eig_tol)
     count = jnp.asarray(count)
-    dt = spectrum.scale.dtype
     return eqx.tree_at(
         lambda s: (s.morse_index, s.morse_exact, s.morse_lower, s.scale, s.threshold),
         spectrum,
