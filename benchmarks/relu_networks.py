@@ -102,7 +102,10 @@ def _flow(model, data, ts, hold):
     return sol, first, timer()
 
 
-def run_case(case, seed, methods=(("held", True), ("plain", False))):
+METHODS = (("held", True), ("plain", False))  # (name, hold_kinks), side by side
+
+
+def run_case(case, seed, methods=METHODS):
     depth, width, n, init, horizon, eta = case
     model, data = problem(depth, width, n, init, seed)
     params, static = eqx.partition(model, eqx.is_inexact_array)
@@ -195,7 +198,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     enable_float64()
     cases = LARGE if args.large else QUICK if args.quick else CASES
-    methods = (("held", True),) if args.large else (("held", True), ("plain", False))
+    methods = METHODS[:1] if args.large else METHODS
     results = header("relu_networks", {"cases": cases, "tol": TOL, "max_steps": MAX_STEPS},
                      args.seed)  # fmt: skip
     rows, curves = [], {}

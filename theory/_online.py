@@ -400,10 +400,9 @@ def online_fixed_point(
     log(1 / eps) / lambda. `result` is `RESULTS.singular` where the Jacobian is singular (a
     continuum of fixed points: two linear units on two), `RESULTS.max_steps_reached` where
     ||field|| does not fall below `tol` within `max_steps` Newton steps. `second_order=False`
-    drops the lr^2 terms:
-    the fixed points of the population gradient flow itself (with them, at lr = 1e-6, the
-    symmetric plateau of erf K = M = 2 moved by 1e-6 in Q; `tol` is on the field, which
-    scales with lr).
+    drops the lr^2 terms: the fixed points of the population gradient flow itself (with
+    them, at lr = 1e-6, the symmetric plateau of erf K = M = 2 moved by 1e-6 in Q; `tol` is
+    on the field, which scales with lr).
 
     >>> jax.config.update("jax_enable_x64", True)
     >>> s = OrderParameters(Q=jnp.full((1, 1), 0.8), R=jnp.full((1, 1), 0.7), T=jnp.ones((1, 1)),
