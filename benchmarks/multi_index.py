@@ -99,6 +99,62 @@ def run(instance, weight_decay, d, r, m, activation, samples, t_end, decay_off):
     }
 
 
+def _check_options(d, r, m, weight_decay, samples):
+    """The benchmark's own options refused in its words, and a finite-sample run's memory
+    checked (and logged) before it starts."""
+    if r > d:
+        raise ValueError(f"`r` must be <= d, got r = {r} > d = {d}")
+    if weight_decay < 0:
+        raise ValueError(f"`weight_decay` must be >= 0, got {weight_decay}")
+    if samples:
+        batch = _batch(samples)
+        if batch < min(100, samples):
+            raise ValueError(
+                f"`samples` must have a divisor between 100 and {BATCH} (the finite-sample loss"
+                f" is summed in batches that divide it), got {samples}: choose e.g. a multiple"
+                " of 1000"
+            )
+        need = check_memory(samples, d, m, batch)
+        log(f"multi_index: finite-sample flow on n = {samples}, ~{need / 2**20:.0f} MiB per seed")
+
+
+def _ablation(runs, ts, window, activation, r, decay_off) -> dict:
+    """beta_2's decay on the degree-2 stage and after it, measured and from the ODE, for each
+    (label, outputs, lambda) of `runs`."""
+    lo, hi = window
+    c = hermite_coefficients(activation, 2)
+    c0sq, c2sq = float(c[0]) ** 2, float(c[2]) ** 2
+    return {
+        label: {
+            "degree2_stage": decay_fit(ts, o["beta2"][0], lo, hi),
+            "after_degree2": decay_fit(ts, o["beta2"][0], hi, decay_off),
+            "ode_after_degree2": decay_fit(ts, o["beta_corrected"][0][:, 1], hi, decay_off),
+            # at the Lotka-Volterra fixed point beta_2 decays at the rate
+            # 2 lambda c_2^2 / (c_0^2 r + c_2^2), or like 1 / (4 c_2^2 t) when lambda = 0
+            "ode_asymptotic_rate": 2 * lam * c2sq / (c0sq * r + c2sq),
+            "beta2_at_decay_off": float(np.interp(decay_off, ts, o["beta2"][0])),
+        }
+        for label, o, lam in runs
+    }
+
+
+def _mass(main, ts, r, d) -> dict:
+    """The first seed's mass on the relevant (beta_1) and other (beta_2) directions, measured
+    and from the corrected and the paper's ODEs."""
+    corrected, paper = main["beta_corrected"][0], main["beta_paper"][0]
+    return {
+        "t": ts,
+        "alpha_measured": main["alpha"][0],
+        "alpha_predicted": r * corrected[:, 0] + (d - r) * corrected[:, 1],
+        "beta1_measured": main["beta1"][0],
+        "beta1_predicted": corrected[:, 0],
+        "beta2_measured": main["beta2"][0],
+        "beta2_predicted": corrected[:, 1],
+        "beta1_paper": paper[:, 0],
+        "beta2_paper": paper[:, 1],
+    }
+
+
 def run_benchmark(
     d=100,
     r=20,
@@ -115,20 +171,7 @@ def run_benchmark(
 ):
     enable_float64()
     timer = Timer()
-    if r > d:
-        raise ValueError(f"`r` must be <= d, got r = {r} > d = {d}")
-    if weight_decay < 0:
-        raise ValueError(f"`weight_decay` must be >= 0, got {weight_decay}")
-    if samples:
-        batch = _batch(samples)
-        if batch < min(100, samples):
-            raise ValueError(
-                f"`samples` must have a divisor between 100 and {BATCH} (the finite-sample loss"
-                f" is summed in batches that divide it), got {samples}: choose e.g. a multiple"
-                " of 1000"
-            )
-        need = check_memory(samples, d, m, batch)
-        log(f"multi_index: finite-sample flow on n = {samples}, ~{need / 2**20:.0f} MiB per seed")
+    _check_options(d, r, m, weight_decay, samples)
     log(
         f"multi_index: d = {d}, r = {r}, m = {m}, {activation}, lambda = {weight_decay},"
         f" {seeds} seeds"
@@ -154,22 +197,8 @@ def run_benchmark(
     ts = main["ts"][0]
     report = {}
     if ablation:
-        lo, hi = analysis[0]["degree2_window"]
-        c = hermite_coefficients(activation, 2)
-        c0sq, c2sq = float(c[0]) ** 2, float(c[2]) ** 2
-        for label, o, lam in (
-            (f"lambda={weight_decay}", main, weight_decay),
-            ("lambda=0", ablation[0], 0.0),
-        ):
-            report[label] = {
-                "degree2_stage": decay_fit(ts, o["beta2"][0], lo, hi),
-                "after_degree2": decay_fit(ts, o["beta2"][0], hi, decay_off),
-                "ode_after_degree2": decay_fit(ts, o["beta_corrected"][0][:, 1], hi, decay_off),
-                # at the Lotka-Volterra fixed point beta_2 decays at the rate
-                # 2 lambda c_2^2 / (c_0^2 r + c_2^2), or like 1 / (4 c_2^2 t) when lambda = 0
-                "ode_asymptotic_rate": 2 * lam * c2sq / (c0sq * r + c2sq),
-                "beta2_at_decay_off": float(np.interp(decay_off, ts, o["beta2"][0])),
-            }
+        runs = ((f"lambda={weight_decay}", main, weight_decay), ("lambda=0", ablation[0], 0.0))
+        report = _ablation(runs, ts, analysis[0]["degree2_window"], activation, r, decay_off)
     config = {
         **static,
         "mode": "finite-sample" if samples else "population",
@@ -203,18 +232,7 @@ def run_benchmark(
         },
         "per_seed": analysis,
         "loss_curve": [[float(t), float(v)] for t, v in zip(ts, main["loss"][0], strict=True)],
-        "mass": {
-            "t": ts,
-            "alpha_measured": main["alpha"][0],
-            "alpha_predicted": r * main["beta_corrected"][0][:, 0]
-            + (d - r) * main["beta_corrected"][0][:, 1],
-            "beta1_measured": main["beta1"][0],
-            "beta1_predicted": main["beta_corrected"][0][:, 0],
-            "beta2_measured": main["beta2"][0],
-            "beta2_predicted": main["beta_corrected"][0][:, 1],
-            "beta1_paper": main["beta_paper"][0][:, 0],
-            "beta2_paper": main["beta_paper"][0][:, 1],
-        },
+        "mass": _mass(main, ts, r, d),
         "final_loss": float(main["loss"][0][-1]),
         "final_loss_per_seed": [float(v) for v in main["loss"][:, -1]],
         "weight_decay_ablation": report,
