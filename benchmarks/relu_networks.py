@@ -6,29 +6,34 @@ its default initialization scaled by `init` (with `units=neuron_units(model)`, e
 its own log scale, where init < 0.01), in ordinary time to `horizon` (past the loss drop).
 
 The reference is gradient descent extrapolated to step 0 (`benchmarks._gd_reference`: GD at
-eta, eta/2, eta/4, Richardson to second order; its uncertainty is the gap to first order).
+eta, eta/2, eta/4, eta/8, Richardson to second order on the finest three; its uncertainty is
+the gap to the extrapolant of the coarsest three).
 Errors are relative, where the loss is above 1e-3 of its start. GD's error is first order in
 its step, so the step that reaches an accuracy E is eta_E = eta E / err(eta), and GD's time at
 E is its compiled cost per step (timed) times horizon / eta_E, with E the flow's error or the
 reference's uncertainty, whichever is larger (the flow is not credited with an accuracy the
 reference cannot confirm).
 
-The reference is itself the event-capturing alternative (time-stepping that steps over the
-kinks, explicit Euler, with Richardson extrapolation for order): its cost, GD at eta, eta/2
-and eta/4 (7 horizon / eta steps at GD's compiled cost per step), and its accuracy, the
-uncertainty, are reported beside the flow's (`extrapolated_gd_seconds`). An implicit
-(Moreau-Jean) step was not run: GD at these steps is stable, so implicitness would buy no
-stability and cost a Newton solve per step.
+Methods, side by side in one run, each compiled once (a warm-up call; `compile_seconds` is
+the first call's time over the second's):
 
-Methods, side by side in one run: the default call (kinks held, entries sliding on their
-Filippov system: `integrators._sliding`) and `hold_kinks=False` (the plain adaptive solve,
-whose error estimate is all that charges the crossings), each compiled once (a warm-up call;
-`compile_seconds` is the first call's time over the second's) and capped at `MAX_STEPS`.
+- `held`: `method="events"`, kinks held, entries sliding on their Filippov system
+  (`integrators._sliding`), at rtol = atol = `TOL`, capped at `MAX_STEPS`;
+- `plain`: `hold_kinks=False`, the plain adaptive solve, whose error estimate is all that
+  charges the crossings;
+- `steps`: `method="steps"` at rtol `STEPS_TOL`, the event-capturing alternative: explicit
+  Euler stepping over the kinks at halved steps, extrapolated to step 0 until two
+  extrapolants agree (`integrators._stepped`). An implicit (Moreau-Jean) step was not run:
+  Euler at these steps is stable, so implicitness would buy no stability and cost a Newton
+  solve per step.
+
+`extrapolated_gd_seconds` is the reference's own cost (GD at eta, ..., eta/8: 15 horizon /
+eta steps at GD's compiled cost per step), to reach its uncertainty.
 
 Writes `results.json` (`rows`: one per case and method, with `ok`, `result`, `error`,
 `reference_uncertainty`, `steps`, `rejected`, `kink_crossings`, `max_sliding`,
-`sliding_entries`, `compile_seconds`, `solve_seconds`, `gd_seconds_equal_accuracy`,
-`flow_over_gd`, `extrapolated_gd_seconds`) and `losses.png` to `--out`.
+`sliding_entries`, `levels`, `compile_seconds`, `solve_seconds`,
+`gd_seconds_equal_accuracy`, `flow_over_gd`, `extrapolated_gd_seconds`) and `losses.png` to `--out`.
 
     python -m benchmarks.relu_networks [--quick | --large]
 """
@@ -61,11 +66,12 @@ CASES = (
     (1, 64, 256, 1e-3, 60.0, 0.01),
 )
 QUICK = ((3, 16, 32, 0.3, 150.0, 0.01),)  # through its drop (t ~ 110-125)
-# --large: where networks learn, n = 1000 (held only: the plain solve spends its 200,000
-# steps long before the drop at n = 256 already); about 45 minutes on 2 cores
+# --large: where networks learn, n = 1000 (held and steps: the plain solve spends its
+# 200,000 steps long before the drop at n = 256 already); about 45 minutes on 2 cores
 LARGE = ((1, 64, 1000, 1e-3, 60.0, 0.01),)
 SAVES = 60
 TOL = 1e-9
+STEPS_TOL = 1e-4  # rtol of method="steps" (atol STEPS_TOL * 1e-6)
 MAX_STEPS = 200_000
 
 
@@ -88,11 +94,15 @@ def problem(depth, width, n, init, seed):
     return student, (X, y)
 
 
-def _flow(model, data, ts, hold):
-    kwargs = dict(args=data, rtol=TOL, atol=TOL, max_steps=MAX_STEPS, hold_kinks=hold)
-    leaves = jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))
-    if max(float(jnp.max(jnp.abs(x))) for x in leaves) < 0.01:
-        kwargs["units"] = neuron_units(model)
+def _flow(model, data, ts, method):
+    kwargs = dict(args=data, rtol=TOL, atol=TOL, max_steps=MAX_STEPS, method="events")
+    if method == "steps":
+        kwargs.update(method="steps", rtol=STEPS_TOL, atol=STEPS_TOL * 1e-6, max_steps=10**8)
+    else:
+        kwargs["hold_kinks"] = method == "held"
+        leaves = jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))
+        if max(float(jnp.max(jnp.abs(x))) for x in leaves) < 0.01:
+            kwargs["units"] = neuron_units(model)
     timer = Timer()
     jax.block_until_ready(gradient_flow(model, mse, ts, **kwargs).loss)
     first = timer()
@@ -102,7 +112,7 @@ def _flow(model, data, ts, hold):
     return sol, first, timer()
 
 
-METHODS = (("held", True), ("plain", False))  # (name, hold_kinks), side by side
+METHODS = ("held", "plain", "steps")  # side by side
 
 
 def run_case(case, seed, methods=METHODS):
@@ -110,7 +120,7 @@ def run_case(case, seed, methods=METHODS):
     model, data = problem(depth, width, n, init, seed)
     params, static = eqx.partition(model, eqx.is_inexact_array)
     curve = model_gd_curve(mse, params, static, data)
-    etas = (eta, eta / 2, eta / 4)
+    etas = (eta, eta / 2, eta / 4, eta / 8)
     ref = Reference(curve, 1.0, horizon, etas)
     stride = max(1, len(ref.ts) // SAVES)
     keep = np.arange(stride - 1, len(ref.ts), stride)
@@ -119,9 +129,9 @@ def run_case(case, seed, methods=METHODS):
     steps = int(min(horizon / eta * 4, 200_000))  # GD's compiled seconds per step
     per_step = best_seconds(lambda: curve(eta / 4, steps, steps // 10), repeats=1) / steps
     rows, curves = [], {"ts": ts[1:].tolist(), "reference": ref.loss[keep].tolist()}
-    for method, hold in methods:
+    for method in methods:
         log(f"  {method}...")
-        sol, first, seconds = _flow(model, data, ts, hold)
+        sol, first, seconds = _flow(model, data, ts, method)
         loss = np.asarray(sol.loss[1:])
         reached = np.isfinite(loss)
         error = float(np.max(np.abs(loss[reached] / ref.loss[keep][reached] - 1)))
@@ -134,14 +144,16 @@ def run_case(case, seed, methods=METHODS):
                 "method": method, "ok": bool(sol.ok), "result": result_names(sol.result),
                 "loss_start": float(sol.loss[0]), "loss_end": float(ref.loss[-1]),
                 "error": error, "reference_uncertainty": ref.uncertainty,
-                "steps": stats["num_steps"], "rejected": stats["num_rejected_steps"],
+                "steps": stats["num_steps"],
+                "rejected": stats.get("num_rejected_steps", float("nan")),
+                "levels": stats.get("num_levels", float("nan")),
                 "kink_crossings": stats.get("kink_crossings", float("nan")),
                 "max_sliding": stats.get("max_sliding", float("nan")),
                 "sliding_entries": stats.get("sliding_entries", float("nan")),
                 "compile_seconds": first - seconds, "solve_seconds": seconds,
                 "gd_error_at_eta": gd_error, "gd_seconds_per_step": per_step,
                 "gd_seconds_equal_accuracy": gd_seconds, "flow_over_gd": seconds / gd_seconds,
-                "extrapolated_gd_seconds": per_step * horizon * 7 / eta,
+                "extrapolated_gd_seconds": per_step * horizon * 15 / eta,
             }
         )  # fmt: skip
         curves[method] = np.asarray(sol.loss[1:]).tolist()
@@ -157,19 +169,24 @@ def table(results) -> str:
     """The rows as a Markdown table (`flow/GD`: the flow's compiled solve over GD's time at
     equal accuracy)."""
     lines = [
-        "| net | n | init | method | ok | error | ref. unc. | steps | rejected | crossings "
-        "| most sliding | compile s | solve s | GD s (equal acc.) | flow/GD "
+        "| net | n | init | method | ok | error | ref. unc. | steps | rejected | levels "
+        "| crossings | most sliding | compile s | solve s | GD s (equal acc.) | flow/GD "
         "| GD extrapolated s (to ref. unc.) |",
-        "|---|--:|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "|---|--:|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
+
+    def count(value, fmt=",.0f"):
+        return "-" if value is None or value != value else format(value, fmt)  # nan: none
+
     for r in results["rows"]:
         net = "8-" + "-".join([str(r["width"])] * r["depth"]) + "-1"
-        cross = "-" if r["method"] == "plain" else f"{r['kink_crossings']:,.0f}"
-        most = "-" if r["method"] == "plain" else f"{r['max_sliding']:.0f}"
+        cross = "-" if r["method"] == "plain" else count(r["kink_crossings"])
+        most = "-" if r["method"] == "plain" else count(r["max_sliding"])
         lines.append(
             f"| {net} | {r['n']} | {r['init']:g} | {r['method']} | {'yes' if r['ok'] else 'no'} "
             f"| {r['error']:.1e} | {r['reference_uncertainty']:.1e} | {r['steps']:,.0f} "
-            f"| {r['rejected']:,.0f} | {cross} | {most} | {r['compile_seconds']:.1f} "
+            f"| {count(r['rejected'])} | {count(r.get('levels'))} | {cross} | {most} "
+            f"| {r['compile_seconds']:.1f} "
             f"| {r['solve_seconds']:.1f} | {r['gd_seconds_equal_accuracy']:.1f} "
             f"| {r['flow_over_gd']:.2f} | {_seconds(r.get('extrapolated_gd_seconds'))} |"
         )
@@ -185,6 +202,8 @@ def plot(results, path):
         ax.semilogy(c["ts"], c["held"], "C0-", label="flow (held kinks)")
         if "plain" in c:
             ax.semilogy(c["ts"], c["plain"], "C1--", label="flow (plain)")
+        if "steps" in c:
+            ax.semilogy(c["ts"], c["steps"], "C2:", label="steps, extrapolated")
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("t")
     axes[0][0].set_ylabel("loss")
@@ -194,13 +213,13 @@ def plot(results, path):
 
 def main(argv=None):
     p = parser("relu_networks", __doc__.splitlines()[0], default_seeds=1)
-    p.add_argument("--large", action="store_true", help="the n = 1000 case alone, held only")
+    p.add_argument("--large", action="store_true", help="the n = 1000 case alone, no plain")
     args = p.parse_args(argv)
     enable_float64()
     cases = LARGE if args.large else QUICK if args.quick else CASES
-    methods = METHODS[:1] if args.large else METHODS
-    results = header("relu_networks", {"cases": cases, "tol": TOL, "max_steps": MAX_STEPS},
-                     args.seed)  # fmt: skip
+    methods = ("held", "steps") if args.large else METHODS
+    config = {"cases": cases, "tol": TOL, "steps_tol": STEPS_TOL, "max_steps": MAX_STEPS}
+    results = header("relu_networks", config, args.seed)
     rows, curves = [], {}
     for case in cases:
         depth, width, n, init, horizon, _ = case
