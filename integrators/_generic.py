@@ -75,7 +75,7 @@ from theory.numerics import HoldArgs, LandingController, default_controller, dif
 from ._capacity import FIRST_CAPACITY, capacity_for, regrow
 from ._kinks import KinkedFunction
 from ._sliding import Held, KinkFlow
-from ._stepped import StepOptions, stepped_solve
+from ._stepped import ModelLoss, StepOptions, stepped_solve
 from ._units import LogScale, unit_labels, zero_units
 
 
@@ -294,15 +294,12 @@ def _steps(params, static, loss, ts, args, tau, rtol, atol, observables, save_tr
     """`gradient_flow(method="steps")`: Euler levels extrapolated (`integrators._stepped`),
     the saves evaluated on the extrapolated trajectory."""
     dynamic, args_static = eqx.partition(args, eqx.is_array)
-
-    def plain_loss(p, dyn):
-        return loss(eqx.combine(p, static), eqx.combine(dyn, args_static))
-
+    plain_loss = ModelLoss(loss, static, args_static)
     dtype = ts.dtype
     options = StepOptions(64, max_steps)
     rtol, atol = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)
     trajectory, result, stats = stepped_solve(
-        params, plain_loss, dynamic, ts, tau, rtol, atol, options
+        params, plain_loss, plain_loss.field, dynamic, ts, tau, rtol, atol, options
     )
     value, grads = jax.vmap(jax.value_and_grad(plain_loss), in_axes=(0, None))(trajectory, dynamic)
     norms = jax.vmap(_tree_norm)(grads)

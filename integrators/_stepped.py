@@ -117,18 +117,33 @@ def _gap(new, old, loss_new, loss_old, rtol, atol):
     return jnp.where(jnp.isfinite(gap), gap, jnp.inf)
 
 
+class ModelLoss(eqx.Module):
+    """`loss(model, args)` as a function of the model's inexact arrays and the args' arrays:
+    one object per (loss, static parts), so that the compiled solve is found again."""
+
+    loss: object
+    static: object
+    args_static: object
+
+    def __call__(self, params, dynamic):
+        return self.loss(eqx.combine(params, self.static), eqx.combine(dynamic, self.args_static))
+
+    def field(self, params, dynamic):
+        return jax.grad(self)(params, dynamic)
+
+
 @eqx.filter_jit
-def stepped_solve(params, plain_loss, dynamic, ts, tau, rtol, atol, options):
-    """Levels of Euler until the extrapolants' gap is at most 1 (module docstring): the
-    extrapolated trajectory (leading axis T), its estimated scaled error, the levels run,
-    the Euler steps taken and the result."""
+def stepped_solve(params, value, field, data, ts, tau, rtol, atol, options):
+    """Levels of Euler on d theta/dt = -tau field(theta, data) until the extrapolants' gap
+    is at most 1 (module docstring), `value(theta, data)` the loss: the extrapolated
+    trajectory (leading axis T), the result and the stats."""
     dtype = ts.dtype
 
     def grad(p):
-        return jax.grad(plain_loss)(p, dynamic)
+        return field(p, data)
 
     def losses(trajectory):
-        return jax.vmap(lambda p: plain_loss(p, dynamic))(trajectory)
+        return jax.vmap(lambda p: value(p, data))(trajectory)
 
     lam = _sharpness(grad, params, tau)
     h0 = jnp.where(lam > 0, 0.5 / jnp.where(lam > 0, lam, 1.0), jnp.inf)
