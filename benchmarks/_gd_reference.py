@@ -78,6 +78,10 @@ class Reference:
     def __init__(self, curve, tau, horizon, etas):
         from benchmarks._common import Timer
 
+        etas = tuple(etas)
+        if len(etas) not in (3, 4) or any(b != a / 2 for a, b in zip(etas, etas[1:])):
+            raise ValueError(f"`etas` must be 3 or 4 steps, each half the one before, got {etas}")
+
         every0 = max(1, int(round(SAVE_EVERY * tau / etas[0])))
         chunks = int(horizon * tau / (etas[0] * every0))
         self.curves, self.seconds = {}, {}

@@ -75,7 +75,7 @@ from theory.numerics import HoldArgs, LandingController, default_controller, dif
 from ._capacity import FIRST_CAPACITY, capacity_for, regrow
 from ._kinks import KinkedFunction
 from ._sliding import Held, KinkFlow
-from ._stepped import ModelLoss, StepOptions, stepped_solve
+from ._stepped import ModelLoss, StepOptions, choose_method, fell_short, stepped_solve
 from ._units import LogScale, unit_labels, zero_units
 
 
@@ -115,18 +115,6 @@ class GradientFlowSolution(AbstractSolution):
     time_scale: Float[Array, ""]
     log_scale: Float[Array, "T U"] | None
     method: str = eqx.field(static=True, default="events")
-
-
-METHODS = ("auto", "events", "steps")
-# `method="auto"` steps where the loss has at least STEPS_ENTRIES kink entries (sites x
-# samples) and rtol is at least STEPS_RTOL. Measured (benchmarks.relu_networks): on an
-# 8-64-1 ReLU net, 256 samples (16,384 entries, 13,000 crossings to t = 60), the steps
-# reached 1.5e-6 in 3.5 s where the held events took 88 s for 9.7e-6; on an 8-16-16-16-1
-# net, 32 samples (1,536 entries, 1,200 crossings), the events reached 2.1e-6 in 5.7 s
-# where the steps took 7.7 s for 4.2e-5. Time-stepping's error through the kinks is first
-# order in its step, so below STEPS_RTOL its levels multiply.
-STEPS_RTOL = 1e-6
-STEPS_ENTRIES = 4096
 
 
 def _tree_norm(tree):
@@ -185,12 +173,13 @@ def gradient_flow(
     - `method`: `"events"`, the adaptive diffrax solve above; `"steps"`, explicit Euler
       over the kinks at halved steps, extrapolated to step 0 until the extrapolants agree
       to rtol and atol (`integrators._stepped`: first order through the kinks, so cheap
-      at rtol 1e-5 and dear at 1e-8; no `units`, `steady_state`, `solver`,
-      `stepsize_controller` or `max_sliding`; `max_steps` caps one level's Euler steps);
-      `"auto"` (default): `"steps"` where the loss has at least 4096 kink entries (sites
-      times samples: many crossings), `hold_kinks` is on, rtol is at least 1e-6 and none
-      of those options is given, else `"events"`. `method` on the solution says which
-      ran.
+      at rtol 1e-4 and dear at 1e-8; no `units`, `steady_state`, `solver`,
+      `stepsize_controller` or `max_sliding`; `max_steps` caps one level's Euler steps in
+      a save interval); `"auto"` (default): `"steps"` where the loss has at least 4096
+      kink entries (sites times samples: many crossings), `hold_kinks` is on, rtol is at
+      least 1e-5, the state is float64 and concrete (not under `jit`) and none of those
+      options is given, else `"events"`; where the steps fall short of the tolerance in
+      `max_steps`, the events solve it again. `method` on the solution says which ran.
     - `rtol`, `atol`, `max_steps`: PI step control (pcoeff 0.4, icoeff 0.3, as the other
       flows) and the step budget; `solver` (default `diffrax.Tsit5()`) and
       `stepsize_controller` replace them. `throw=True` raises where the solve fails.
@@ -229,10 +218,12 @@ def gradient_flow(
         "units": units, "steady_state": steady_state, "solver": solver,
         "stepsize_controller": stepsize_controller, "max_sliding": max_sliding,
     }  # fmt: skip
-    method = _choose_method(method, given, hold_kinks, rtol, loss, params, static, args)
-    if method == "steps":
-        return _steps(params, static, loss, ts, args, tau, rtol, atol, observables,
-                      save_trajectory, max_steps).raise_if_failed(throw)  # fmt: skip
+    chosen = _choose_method(method, given, hold_kinks, rtol, loss, params, static, args)
+    if chosen == "steps":
+        sol = _steps(params, static, loss, ts, args, tau, rtol, atol, observables,
+                     save_trajectory, max_steps)  # fmt: skip
+        if method == "steps" or not fell_short(sol):
+            return sol.raise_if_failed(throw)
     scale, tau = (None, tau) if units is None else _unit_scale(units, params, tau)
     tol = None
     if steady_state is not None:
@@ -263,30 +254,19 @@ def gradient_flow(
 
 
 def _choose_method(method, given, hold_kinks, rtol, loss, params, static, args) -> str:
-    """`"events"` or `"steps"` (`gradient_flow`'s `method`), checked against the options
-    only the event-driven solve takes."""
-    if method not in METHODS:
-        raise ValueError(f"`method` must be one of {METHODS}, got {method!r}")
-    taken = [name for name, value in given.items() if value is not None]
-    if method == "steps":
-        if taken:
-            raise ValueError(
-                f"`{taken[0]}` is an option of method='events' only; method='steps' takes "
-                f"none of {tuple(given)}, got `{taken[0]}`"
-            )
-        return method
-    if method == "events" or taken or not hold_kinks or float(rtol) < STEPS_RTOL:
-        return "events"
-    dynamic, args_static = eqx.partition(args, eqx.is_array)
+    """`"events"` or `"steps"` (`gradient_flow`'s `method`, `integrators._stepped`'s
+    `choose_method`): the kink entries counted only where the choice turns on them."""
 
-    def plain_loss(p, dyn):
-        return loss(eqx.combine(p, static), eqx.combine(dyn, args_static))
+    def entries():
+        if not hold_kinks:
+            return 0
+        dynamic, args_static = eqx.partition(args, eqx.is_array)
+        kinked = KinkedFunction(ModelLoss(loss, static, args_static), params, dynamic)
+        if kinked.num_sites == 0:
+            return 0
+        return sum(x.size for x in jax.eval_shape(kinked.record, params, dynamic)[1])
 
-    kinked = KinkedFunction(plain_loss, params, dynamic)
-    if kinked.num_sites == 0:
-        return "events"
-    entries = sum(x.size for x in jax.eval_shape(kinked.record, params, dynamic)[1])
-    return "steps" if entries >= STEPS_ENTRIES else "events"
+    return choose_method(method, given, rtol, entries, jax.tree_util.tree_leaves(params)[0])
 
 
 def _steps(params, static, loss, ts, args, tau, rtol, atol, observables, save_trajectory,
@@ -296,7 +276,7 @@ def _steps(params, static, loss, ts, args, tau, rtol, atol, observables, save_tr
     dynamic, args_static = eqx.partition(args, eqx.is_array)
     plain_loss = ModelLoss(loss, static, args_static)
     dtype = ts.dtype
-    options = StepOptions(64, max_steps)
+    options = StepOptions(30, max_steps)
     rtol, atol = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)
     trajectory, result, stats = stepped_solve(
         params, plain_loss, plain_loss.field, dynamic, ts, tau, rtol, atol, options

@@ -17,21 +17,27 @@ the extrapolant of levels 4-6 was 5.5e-5, 3.9e-5, 2.6e-5, 9.4e-6 for j = 2..5, w
 textbook estimate, the gap to the first-order combination 2 Y_j - Y_(j-1), claimed 1.2e-5 for
 the 3.9e-5 (2-3x under). So the error of E_j is estimated by its gap to E_(j-1): about the
 error itself at first order, three times it at second (measured 1.6-3.7x over on this net
-and on an 8-12-12-1 one). Levels are added until that gap, in each save's parameters
-(root-mean-square of |gap| / (atol + rtol |theta|)) and in each saved loss (|gap| / (atol +
-rtol L)), is at most 1: at least four levels.
+and on an 8-12-12-1 one). Levels are added until that gap, at each save, in the parameters
+(||gap|| / (atol sqrt(P) + rtol ||theta||), P parameters) and in the loss (|gap| / (atol +
+rtol L)), is at most 1: at least four levels. The parameters' test is on the whole vector,
+so a weight passing through zero is held to the network's scale, not its own; a neuron far
+smaller than the rest is held only through the loss, which it moves once it grows.
 
 **Cost.** Level j costs N0 2^j gradient evaluations (N0 = sum_k n_k), all levels together
 about twice the finest; each step is a plain gradient, with no kink bookkeeping, so the
 compiled program is one Euler step in two loops. The first step h0 is 0.5 / (tau lambda),
 lambda the Hessian's largest |eigenvalue| at the start (20 power iterations): a level whose
 Euler steps are unstable later (the loss's sharpness grows as it learns) gives a non-finite
-or far-off trajectory, whose gap is not small, and the levels go on from it.
+or far-off trajectory, whose gap is not small, and the levels go on from it. `max_steps`
+caps one level's Euler steps in a save interval: where the first four levels would pass it,
+none is run, and the solve ends `max_steps_reached`.
 
 **What it is not.** Its accuracy is first order in the finest step through the kinks: it
 reaches 1e-5 relative in seconds where the held event-driven solve locates thousands of
 crossings, and 1e-8 only at a thousand times the steps (there `method="events"` is the
-method). It needs every level's trajectory at the save times (four copies of T x P numbers).
+method). It holds five trajectories at the save times (T x P numbers each). It needs
+float64: in float32 a slow component's update falls below half an ulp at fine steps, every
+level stalls alike, and their agreement would be false.
 """
 
 import equinox as eqx
@@ -39,9 +45,65 @@ import jax
 import jax.numpy as jnp
 
 from theory import RESULTS
+from theory.checks import is_concrete
 
+METHODS = ("auto", "events", "steps")
+# `method="auto"` steps where the loss has at least STEPS_ENTRIES kink entries (sites x
+# samples) and rtol is at least STEPS_RTOL. Measured (benchmarks.relu_networks): on an
+# 8-64-1 ReLU net, 256 samples (16,384 entries, 13,000 crossings to t = 60), the steps
+# reached 1.5e-6 in 3.5 s where the held events took 88 s for 9.7e-6; on an 8-16-16-16-1
+# net, 32 samples (1,536 entries, 1,200 crossings), the events reached 2.1e-6 in 5.7 s
+# where the steps took 7.7 s for 4.2e-5. Time-stepping's error through the kinks is first
+# order in its step, so below STEPS_RTOL its levels multiply: on a 3-32-32-1 net, 64
+# samples, to t = 0.5, rtol 1e-6 took the steps past 11 levels where the events took 412
+# steps.
+STEPS_RTOL = 1e-5
+STEPS_ENTRIES = 4096
 POWER_ITERATIONS = 20
 MIN_LEVELS = 4  # three for one extrapolant, a fourth for its gap to the one before
+
+
+def choose_method(method, given: dict, rtol, entries, state) -> str:
+    """`"events"` or `"steps"` for a flow's `method` (`"auto"`, `"events"` or `"steps"`):
+    `given` the options only the event-driven solve takes ({name: value or None}, refused
+    with `"steps"`), `entries()` the number of kink entries (asked only where it decides),
+    `state` an array of the flow's state. The steps need float64 (in float32 a slow
+    component's Euler update falls below half an ulp at fine steps, every level stalls
+    alike, and their agreement would be false); `"auto"` steps only on concrete inputs,
+    where a solve that falls short can be seen and solved again by events.
+
+    >>> x = jnp.zeros(3, jnp.float64)
+    >>> choose_method("auto", {"solver": None}, 1e-4, lambda: 16_384, x)
+    'steps'
+    >>> choose_method("auto", {"solver": None}, 1e-8, lambda: 16_384, x)
+    'events'
+    """
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"`method` must be one of {METHODS}, got {method!r}")
+    taken = [name for name, value in given.items() if value is not None]
+    double = jnp.asarray(state).dtype == jnp.float64
+    if method == "steps":
+        if taken:
+            raise ValueError(
+                f"`{taken[0]}` is an option of method='events' only; method='steps' takes "
+                f"none of {tuple(given)}, got `{taken[0]}`"
+            )
+        if not double:
+            raise ValueError(
+                "method='steps' needs a float64 state (in float32 fine Euler steps stall "
+                f"below rounding), got {jnp.asarray(state).dtype}"
+            )
+        return method
+    if method == "events" or taken or not double or not is_concrete(state):
+        return "events"
+    if not is_concrete(rtol) or float(rtol) < STEPS_RTOL:
+        return "events"
+    return "steps" if entries() >= STEPS_ENTRIES else "events"
+
+
+def fell_short(solution) -> bool:
+    """Whether a concrete stepped solution is not ok (`"auto"` then solves by events)."""
+    return is_concrete(solution.result._value) and not bool(solution.ok)
 
 
 class StepOptions(eqx.Module):
@@ -145,12 +207,22 @@ def stepped_solve(params, value, field, data, ts, tau, rtol, atol, options):
     def losses(trajectory):
         return jax.vmap(lambda p: value(p, data))(trajectory)
 
+    if ts.shape[0] == 1:  # nothing to step
+        zero = jnp.zeros((), dtype)
+        stats = {"num_steps": zero, "num_levels": jnp.zeros((), jnp.int32),
+                 "finest_step": zero, "error_estimate": zero, "first_step": zero}  # fmt: skip
+        return _tree(lambda x: x[None], params), RESULTS.successful, stats
     lam = _sharpness(grad, params, tau)
     h0 = jnp.where(lam > 0, 0.5 / jnp.where(lam > 0, lam, 1.0), jnp.inf)
     spans = jnp.diff(ts)
-    counts = jnp.maximum(1, jnp.ceil(spans / h0)).astype(jnp.int32)
-    counts = jnp.where(jnp.isfinite(spans / h0), counts, 1)
-    first = jnp.sum(counts).astype(dtype)  # Euler steps of level 0 (a float: 2^j overflows)
+    # the budget caps one level's Euler steps in a save interval (and 2^30: int32 counts)
+    cap = jnp.minimum(jnp.asarray(options.max_steps, dtype), 2.0**30)
+    ratio = jnp.ceil(spans / h0)
+    counts = jnp.clip(jnp.where(jnp.isnan(ratio), cap + 1, ratio), 1, cap + 1)
+    most = jnp.max(counts)  # in the busiest save interval
+    feasible = most * 2.0 ** (MIN_LEVELS - 1) <= cap  # else no level is run
+    first = jnp.sum(counts) * feasible  # Euler steps of level 0 (a float: 2^j overflows)
+    counts = jnp.where(feasible, counts, 0).astype(jnp.int32)
 
     def level(j):
         return _level(grad, params, ts, counts, tau, 2**j)
@@ -167,19 +239,19 @@ def stepped_solve(params, value, field, data, ts, tau, rtol, atol, options):
 
     def more(carry):
         j, *_, gap, _ = carry
-        return (gap > 1) & (j < options.max_levels) & (first * 2.0**j <= options.max_steps)
+        return (gap > 1) & feasible & (j < options.max_levels) & (most * 2.0**j <= cap)
 
     y0, y1 = level(0), level(1)
     zero = losses(y0)
     carry = (2, y0, y1, y1, zero, jnp.asarray(jnp.inf, dtype), first * 3)
     j, _, fine, new, _, gap, steps = jax.lax.while_loop(more, body, carry)
     result = RESULTS.where(gap <= 1, RESULTS.successful, RESULTS.max_steps_reached)
-    finest = jnp.max(spans / counts.astype(dtype)) / 2.0 ** (j - 1).astype(dtype)
+    coarsest = jnp.where(feasible, jnp.max(spans / jnp.maximum(counts, 1)), jnp.nan)
     stats = {
         "num_steps": steps,
-        "num_levels": j,
-        "finest_step": finest,
+        "num_levels": jnp.where(feasible, j, 0),
+        "finest_step": coarsest / 2.0 ** (j - 1).astype(dtype),
         "error_estimate": gap,
-        "first_step": jnp.max(spans / counts.astype(dtype)),
+        "first_step": coarsest,
     }
     return new, result, stats

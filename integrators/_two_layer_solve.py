@@ -10,11 +10,13 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from dynamics import TwoLayerReLU
 from theory import RESULTS, name_nonfinite
 from theory.numerics import default_controller, diffeqsolve
 
 from ._illinois import _TimeIllinois
 from ._sliding_factor import ACTIVE, INACTIVE, SLIDING, _no_sliding
+from ._stepped import StepOptions, stepped_solve
 from ._two_layer_field import (
     _KINK_TOL,
     _classify,
@@ -246,3 +248,49 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> dict:
             "num_sliding_entries": c["entries"],
         },
     )
+
+
+def _basis_loss(p, data):
+    """L in the data basis: p = (a, Z) with Z = W X^T, data = (G, y)."""
+    a, Z = p
+    r = a @ jax.nn.relu(Z) - data[1]
+    return 0.5 * jnp.mean(r * r)
+
+
+def _basis_field(p, data):
+    """The flow's field over tau in the data basis (module docstring of `_two_layer`): dL/da,
+    and dL/dZ G for Z (relu'(0) = 0, so s_ji = 1[z_ji > 0])."""
+    ga, gZ = jax.grad(_basis_loss)(p, data)
+    return ga, gZ @ data[0]
+
+
+@eqx.filter_jit
+def stepped_fields(model, X, y, ts, tau, gram_tol, tolerances, save_trajectory) -> dict:
+    """`two_layer_flow(method="steps")`: Euler levels on the data-basis field, extrapolated
+    (`integrators._stepped`); the fields of its `TwoLayerFlowSolution`."""
+    rtol, atol, max_steps = tolerances
+    dtype = X.dtype
+    G = X @ X.T
+    eye = jnp.eye(X.shape[0], dtype=dtype)
+    G = jnp.where(jnp.max(jnp.abs(G - eye)) <= gram_tol, eye, G)
+    X_pinv = jnp.linalg.pinv(X)
+    Z0 = model.W @ X.T
+    trajectory, result, stats = stepped_solve(
+        (model.a, Z0), _basis_loss, _basis_field, (G, y), ts, tau,
+        jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype), StepOptions(30, max_steps),
+    )  # fmt: skip
+    a, Z = trajectory
+    loss = jax.vmap(lambda p: _basis_loss(p, (G, y)))(trajectory)
+
+    def net(a, Z):
+        return TwoLayerReLU(a, model.W + (Z - Z0) @ X_pinv.T)
+
+    final = net(a[-1], Z[-1])
+    result = name_nonfinite(result, (a[-1], Z[-1]), loss)
+    return dict(
+        ts=ts, loss=loss,
+        log_scale=0.5 * jnp.log(a * a + jnp.sum(Z * Z, axis=-1)),
+        model=final, trajectory=jax.vmap(net)(a, Z) if save_trajectory else None,
+        pattern=(Z[-1] > 0).astype(jnp.int32), time_scale=tau, gram=G, result=result,
+        stats=stats,
+    )  # fmt: skip
