@@ -79,7 +79,8 @@ class Reference:
         from benchmarks._common import Timer
 
         etas = tuple(etas)
-        if len(etas) not in (3, 4) or any(b != a / 2 for a, b in zip(etas, etas[1:])):
+        halved = all(b == a / 2 for a, b in zip(etas[:-1], etas[1:], strict=True))
+        if len(etas) not in (3, 4) or not halved:
             raise ValueError(f"`etas` must be 3 or 4 steps, each half the one before, got {etas}")
 
         every0 = max(1, int(round(SAVE_EVERY * tau / etas[0])))

@@ -45,6 +45,7 @@ BENCHMARKS = {
     "any_model": "Any Equinox model: the generic flow against references",
     "relu_networks": "Deep ReLU networks through their loss drop against gradient descent",
     "relu_networks_n1000": "A width-64 ReLU network on 1,000 samples against gradient descent",
+    "relu_networks_n1000_steps": "The same width-64 network on 1,000 samples, stepped",
     "saddle_chain": (
         "Saddle chains (tanh nets, ReLU nets on orthonormal data against Algorithm 1, a "
         "teacher-student loss against its ODEs) and Hessian spectral densities"
@@ -67,6 +68,7 @@ COMMANDS = {
     "multi_index_finite_sample": "multi_index --samples 50000",
     "online_sgd_d8000": "online_sgd --dims 8000 --configs 0 1 2",
     "relu_networks_n1000": "relu_networks --large",
+    "relu_networks_n1000_steps": "relu_networks --large --methods steps",
     "beyond_orthogonal_n64": (
         "beyond_orthogonal --n 64 --cs 0 1e-6 0.1 --d-over-n 1 4 --no-solvers"
     ),

@@ -35,7 +35,7 @@ Writes `results.json` (`rows`: one per case and method, with `ok`, `result`, `er
 `sliding_entries`, `levels`, `compile_seconds`, `solve_seconds`,
 `gd_seconds_equal_accuracy`, `flow_over_gd`, `extrapolated_gd_seconds`) and `losses.png` to `--out`.
 
-    python -m benchmarks.relu_networks [--quick | --large]
+    python -m benchmarks.relu_networks [--quick | --large] [--methods held,plain,steps]
 """
 
 import equinox as eqx
@@ -199,7 +199,8 @@ def plot(results, path):
     fig, axes = plt.subplots(1, len(cases), figsize=(4.2 * len(cases), 3.4), squeeze=False)
     for ax, (label, c) in zip(axes[0], cases.items(), strict=True):
         ax.semilogy(c["ts"], c["reference"], "k-", lw=3, alpha=0.3, label="GD extrapolated")
-        ax.semilogy(c["ts"], c["held"], "C0-", label="flow (held kinks)")
+        if "held" in c:
+            ax.semilogy(c["ts"], c["held"], "C0-", label="flow (held kinks)")
         if "plain" in c:
             ax.semilogy(c["ts"], c["plain"], "C1--", label="flow (plain)")
         if "steps" in c:
@@ -214,10 +215,16 @@ def plot(results, path):
 def main(argv=None):
     p = parser("relu_networks", __doc__.splitlines()[0], default_seeds=1)
     p.add_argument("--large", action="store_true", help="the n = 1000 case alone, no plain")
+    hint = f"comma-separated, of {', '.join(METHODS)} (default all; --large: held,steps)"
+    p.add_argument("--methods", default=None, help=hint)
     args = p.parse_args(argv)
     enable_float64()
     cases = LARGE if args.large else QUICK if args.quick else CASES
     methods = ("held", "steps") if args.large else METHODS
+    if args.methods is not None:
+        methods = tuple(args.methods.split(","))
+        if not set(methods) <= set(METHODS):
+            p.error(f"--methods must name some of {METHODS}, got {args.methods!r}")
     config = {"cases": cases, "tol": TOL, "steps_tol": STEPS_TOL, "max_steps": MAX_STEPS}
     results = header("relu_networks", config, args.seed)
     rows, curves = [], {}
