@@ -56,6 +56,7 @@ def test_sliding_weights_from_the_per_event_inverses_are_the_direct_solves():
         np.testing.assert_allclose(factored, direct, rtol=1e-9, atol=1e-15)
 
 
+@pytest.mark.slow  # 4-8 s; the per-event inverses' default test covers the factor
 def test_sets_of_about_half_the_samples_get_a_block_of_five_eighths():
     # at c = 1e-6 each neuron's set grows to about one label sign's count (129 of 256): a
     # 5n/8 block holds it where the n x n one costs 2.6 times as much per evaluation
@@ -77,6 +78,7 @@ def test_sets_of_about_half_the_samples_get_a_block_of_five_eighths():
     assert np.all(sigma[2] == 0.0)
 
 
+@pytest.mark.slow  # 4-8 s; the per-event inverses' default test covers the factor
 def test_rank_one_updates_of_the_sliding_inverses_are_the_direct_solves(monkeypatch):
     # an event that changes a few entries of the sliding sets updates the inverses (removal by
     # the Schur complement, addition by bordering) instead of forming them: 60 random events

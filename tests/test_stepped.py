@@ -35,6 +35,7 @@ def test_a_smooth_flow_is_right_to_its_tolerance():
     assert sol.stats["num_levels"] >= 4 and sol.stats["error_estimate"] <= 1
 
 
+@pytest.mark.slow  # 17 s; the two-layer test holds the steps against the events by default
 def test_a_relu_mlp_through_its_kinks_against_the_held_events():
     # 3-6-6-1 ReLU MLP, 12 samples, to t = 4, through its kinks: the extrapolated steps
     # within their tolerance (relative, loss and parameters) of the event-driven flow at
