@@ -413,6 +413,23 @@ class _Options(eqx.Module):
     max_steps: int
 
 
+def _steady_event(tol, land, plain_loss, to_params, stepsize_controller):
+    """The steady-state event (`None` without `tol`) and ||grad|| - tol as a function of the
+    solver state: with held kinks and a PID controller, at the first step's end where the
+    flow's own speed is below tol; else located by the root finder on the dense output."""
+    if tol is None:
+        return None, None
+
+    def steady(t, y, args, **kwargs):
+        p = to_params(y)
+        return _tree_norm(jax.grad(plain_loss)(p, eqx.filter(args.user, eqx.is_array))) - tol
+
+    if land:
+        return diffrax.Event(lambda t, y, args, **kwargs: y[2] <= tol), steady
+    rtol, atol = (getattr(stepsize_controller, k, 1e-8) for k in ("rtol", "atol"))
+    return diffrax.Event(steady, root_finder=optx.Newton(rtol=rtol, atol=atol)), steady
+
+
 @eqx.filter_jit
 def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
     """The solve, compiled once per shapes and options (the inputs are checked)."""
@@ -460,18 +477,7 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
             out = out + (observables(t, eqx.combine(p, static), held.user),)
         return out + ((p,) if save_trajectory else ())
 
-    event = None
-    if tol is not None:
-
-        def steady(t, y, args, **kwargs):
-            p = to_params(y)
-            return _tree_norm(jax.grad(plain_loss)(p, eqx.filter(args.user, eqx.is_array))) - tol
-
-        if land:  # at the first step's end where the flow's own speed is below tol
-            event = diffrax.Event(lambda t, y, args, **kwargs: y[2] <= tol)
-        else:  # located by the root finder on the dense output
-            rtol, atol = (getattr(stepsize_controller, k, 1e-8) for k in ("rtol", "atol"))
-            event = diffrax.Event(steady, root_finder=optx.Newton(rtol=rtol, atol=atol))
+    event, steady = _steady_event(tol, land, plain_loss, to_params, stepsize_controller)
     sol = diffeqsolve(
         diffrax.ODETerm(field),
         solver,
