@@ -75,7 +75,14 @@ from theory.numerics import HoldArgs, LandingController, default_controller, dif
 from ._capacity import FIRST_CAPACITY, capacity_for, regrow
 from ._kinks import KinkedFunction
 from ._sliding import Held, KinkFlow
-from ._stepped import ModelLoss, StepOptions, choose_method, fell_short, stepped_solve
+from ._stepped import (
+    ModelLoss,
+    StepOptions,
+    choose_method,
+    fell_short,
+    stepped_solve,
+    tried_steps,
+)
 from ._units import LogScale, unit_labels, zero_units
 
 
@@ -179,7 +186,8 @@ def gradient_flow(
       kink entries (sites times samples: many crossings), `hold_kinks` is on, rtol is at
       least 1e-5, the state is float64 and concrete (not under `jit`) and none of those
       options is given, else `"events"`; where the steps fall short of the tolerance in
-      `max_steps`, the events solve it again. `method` on the solution says which ran.
+      `max_steps`, the events solve it again (`stats['steps_tried']` then holds the
+      levels the steps ran). `method` on the solution says which ran.
     - `rtol`, `atol`, `max_steps`: PI step control (pcoeff 0.4, icoeff 0.3, as the other
       flows) and the step budget; `solver` (default `diffrax.Tsit5()`) and
       `stepsize_controller` replace them. `throw=True` raises where the solve fails.
@@ -219,11 +227,12 @@ def gradient_flow(
         "stepsize_controller": stepsize_controller, "max_sliding": max_sliding,
     }  # fmt: skip
     chosen = _choose_method(method, given, hold_kinks, rtol, loss, params, static, args)
+    short = None  # the steps' solution where "auto" tried them and they fell short
     if chosen == "steps":
-        sol = _steps(params, static, loss, ts, args, tau, rtol, atol, observables,
-                     save_trajectory, max_steps)  # fmt: skip
-        if method == "steps" or not fell_short(sol):
-            return sol.raise_if_failed(throw)
+        short = _steps(params, static, loss, ts, args, tau, rtol, atol, observables,
+                       save_trajectory, max_steps)  # fmt: skip
+        if method == "steps" or not fell_short(short):
+            return short.raise_if_failed(throw)
     scale, tau = (None, tau) if units is None else _unit_scale(units, params, tau)
     tol = None
     if steady_state is not None:
@@ -250,7 +259,7 @@ def gradient_flow(
             return _solve(params, static, loss, ts, args, tau, tol, scale, floor, grown)
 
         out = regrow(out, more, ts, capacity)
-    return out.raise_if_failed(throw)
+    return tried_steps(out, short).raise_if_failed(throw)
 
 
 def _choose_method(method, given, hold_kinks, rtol, loss, params, static, args) -> str:

@@ -106,6 +106,15 @@ def fell_short(solution) -> bool:
     return is_concrete(solution.result._value) and not bool(solution.ok)
 
 
+def tried_steps(solution, short):
+    """`solution` (by events), with `stats['steps_tried']`, the levels the steps ran, where
+    `short` is a stepped solution that fell short (else `solution` as it is)."""
+    if short is None:
+        return solution
+    stats = {**solution.stats, "steps_tried": short.stats["num_levels"]}
+    return eqx.tree_at(lambda s: s.stats, solution, stats)
+
+
 class StepOptions(eqx.Module):
     """What selects the compiled stepped program besides the shapes (static)."""
 

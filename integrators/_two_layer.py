@@ -123,7 +123,7 @@ from theory.checks import (
 )
 
 from ._flow import check_initial_loss
-from ._stepped import choose_method, fell_short
+from ._stepped import choose_method, fell_short, tried_steps
 from ._two_layer_solve import _solve, stepped_fields
 
 
@@ -300,11 +300,13 @@ def two_layer_flow(
     if choose_method(method, given, rtol, lambda: model.width * n, model.a) == "steps":
         fields = stepped_fields(model, X, y, ts, tau, gram_tol, (rtol, atol, max_steps),
                                 save_trajectory)  # fmt: skip
-        sol = TwoLayerFlowSolution(**fields, method="steps")
-        if method == "steps" or not fell_short(sol):
-            return sol.raise_if_failed(throw)
+        short = TwoLayerFlowSolution(**fields, method="steps")
+        if method == "steps" or not fell_short(short):
+            return short.raise_if_failed(throw)
+    else:
+        short = None
     solver = diffrax.Dopri5() if solver is None else solver
     options = (rtol, atol, max_steps, save_trajectory)
     limits = (jnp.asarray(max_kink_events), jnp.asarray(gram_tol, dtype))
     fields = _solve(model, X, y, ts, tau, limits, solver, options)
-    return TwoLayerFlowSolution(**fields).raise_if_failed(throw)
+    return tried_steps(TwoLayerFlowSolution(**fields), short).raise_if_failed(throw)

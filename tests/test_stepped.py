@@ -178,6 +178,7 @@ def test_auto_falls_back_to_the_events_where_the_steps_fall_short():
     assert not short.ok
     sol = gradient_flow(mlp, loss, ts, args=data, rtol=1e-5, max_steps=1000)
     assert sol.method == "events" and sol.ok
+    assert sol.stats["steps_tried"] == short.stats["num_levels"] > 0
 
 
 def test_float32_is_refused_by_the_steps_and_auto_holds_its_kinks():
