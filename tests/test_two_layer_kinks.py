@@ -36,6 +36,7 @@ def _direct(G, r, row):
     return S, np.linalg.solve(Gn[np.ix_(S, S)], -Gn[np.ix_(S, A)] @ rn[A]) / rn[S]
 
 
+@pytest.mark.slow  # 8.5 s; the sliding-exit test holds the event condition by default
 def test_event_condition_in_units_of_the_start_distance_is_not_flat():
     # an inactive entry resting 1e-12 below its kink held the unscaled condition flat near 0
     # while another entry fell through its kink: regula falsi stalled and the locator
