@@ -81,6 +81,7 @@ from ._stepped import (
     choose_method,
     fell_short,
     stepped_solve,
+    tree_norm,
     tried_steps,
 )
 from ._units import LogScale, unit_labels, zero_units
@@ -122,11 +123,6 @@ class GradientFlowSolution(AbstractSolution):
     time_scale: Float[Array, ""]
     log_scale: Float[Array, "T U"] | None
     method: str = eqx.field(static=True, default="events")
-
-
-def _tree_norm(tree):
-    leaves = jax.tree_util.tree_leaves(tree)
-    return jnp.sqrt(sum(jnp.sum(x * x) for x in leaves))
 
 
 def gradient_flow(
@@ -291,7 +287,7 @@ def _steps(params, static, loss, ts, args, tau, rtol, atol, observables, save_tr
         params, plain_loss, plain_loss.field, dynamic, ts, tau, rtol, atol, options
     )
     value, grads = jax.vmap(jax.value_and_grad(plain_loss), in_axes=(0, None))(trajectory, dynamic)
-    norms = jax.vmap(_tree_norm)(grads)
+    norms = jax.vmap(tree_norm)(grads)
     seen = None
     if observables is not None:
         seen = jax.vmap(lambda t, p: observables(t, eqx.combine(p, static), args))(ts, trajectory)
@@ -431,7 +427,7 @@ def _steady_event(tol, land, plain_loss, to_params, stepsize_controller):
 
     def steady(t, y, args, **kwargs):
         p = to_params(y)
-        return _tree_norm(jax.grad(plain_loss)(p, eqx.filter(args.user, eqx.is_array))) - tol
+        return tree_norm(jax.grad(plain_loss)(p, eqx.filter(args.user, eqx.is_array))) - tol
 
     if land:
         return diffrax.Event(lambda t, y, args, **kwargs: y[2] <= tol), steady
@@ -467,7 +463,7 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
     state, to_params, transform = _coordinates(scale, tau, land)
     y0 = params if scale is None else scale.initial(params, dtype)
     if land:
-        speed0 = _tree_norm(jax.grad(plain_loss)(params, dynamic))
+        speed0 = tree_norm(jax.grad(plain_loss)(params, dynamic))
         y0 = (y0, jnp.ones((), dtype), speed0.astype(dtype))
         stepsize_controller = LandingController(stepsize_controller)
     if kinked is None:
@@ -481,7 +477,7 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
     def save(t, y, held):
         p = to_params(y)
         value, g = jax.value_and_grad(plain_loss)(p, eqx.filter(held.user, eqx.is_array))
-        out = (value, _tree_norm(g), None if scale is None else state(y)[0])
+        out = (value, tree_norm(g), None if scale is None else state(y)[0])
         if observables is not None:
             out = out + (observables(t, eqx.combine(p, static), held.user),)
         return out + ((p,) if save_trajectory else ())

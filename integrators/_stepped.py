@@ -126,6 +126,11 @@ def _tree(f, *trees):
     return jax.tree_util.tree_map(f, *trees)
 
 
+def tree_norm(tree):
+    """The Euclidean norm of a pytree's arrays taken as one vector."""
+    return jnp.sqrt(sum(jnp.sum(x * x) for x in jax.tree_util.tree_leaves(tree)))
+
+
 def _sharpness(grad, params, tau):
     """tau times the Hessian's largest |eigenvalue| at `params`, by power iteration on
     Hessian-vector products (forward over reverse)."""
@@ -135,13 +140,10 @@ def _sharpness(grad, params, tau):
     def hvp(v):
         return jax.jvp(grad, (params,), (v,))[1]
 
-    def norm(t):
-        return jnp.sqrt(sum(jnp.sum(x * x) for x in jax.tree_util.tree_leaves(t)))
-
     def body(_, carry):
         v, _ = carry
         w = hvp(v)
-        size = norm(w)
+        size = tree_norm(w)
         return _tree(lambda x: x / jnp.where(size > 0, size, 1.0), w), size
 
     _, lam = jax.lax.fori_loop(0, POWER_ITERATIONS, body, (v, jnp.zeros((), leaves[0].dtype)))

@@ -14,6 +14,7 @@ from dynamics import TwoLayerReLU
 from theory import RESULTS, name_nonfinite
 from theory.numerics import default_controller, diffeqsolve
 
+from ._gd import _basis_loss as basis_loss
 from ._illinois import _TimeIllinois
 from ._sliding_factor import ACTIVE, INACTIVE, SLIDING, _no_sliding
 from ._stepped import StepOptions, stepped_solve
@@ -58,16 +59,19 @@ class _Setup(NamedTuple):
     max_kink_events: int
 
 
+def _gram(X, gram_tol):
+    """X X^T, or exactly I where it is within `gram_tol` of it (orthonormal to rounding: the
+    orthonormal flow itself)."""
+    G = X @ X.T
+    eye = jnp.eye(X.shape[0], dtype=X.dtype)
+    return jnp.where(jnp.max(jnp.abs(G - eye)) <= gram_tol, eye, G)
+
+
 def _setup(X, y, ts, tau, limits, solver, options) -> _Setup:
     rtol, atol, max_steps, _ = options
     max_kink_events, gram_tol = limits
-    n = X.shape[0]
-    G = X @ X.T
-    eye = jnp.eye(n, dtype=X.dtype)
-    # orthonormal to rounding: exactly the orthonormal flow (relative to the Gram's scale)
-    G = jnp.where(jnp.max(jnp.abs(G - eye)) <= gram_tol, eye, G)
     return _Setup(
-        G=G, y=y, tau=tau, slow=jnp.asarray(max(atol, 1e-10), X.dtype), ts=ts,
+        G=_gram(X, gram_tol), y=y, tau=tau, slow=jnp.asarray(max(atol, 1e-10), X.dtype), ts=ts,
         window=min(ts.shape[0], _SAVE_WINDOW), least_dt=_FIRST_STEP * (ts[-1] - ts[0]),
         solver=solver, controller=default_controller(rtol, atol), rtol=rtol,
         max_steps=max_steps, max_kink_events=max_kink_events,
@@ -251,10 +255,8 @@ def _solve(model, X, y, ts, tau, limits, solver, options) -> dict:
 
 
 def _basis_loss(p, data):
-    """L in the data basis: p = (a, Z) with Z = W X^T, data = (G, y)."""
-    a, Z = p
-    r = a @ jax.nn.relu(Z) - data[1]
-    return 0.5 * jnp.mean(r * r)
+    """L in the data basis: p = (a, Z) with Z = W X^T, data = (G, y) (`_gd`'s loss)."""
+    return basis_loss(p, data[1])
 
 
 def _basis_field(p, data):
@@ -270,9 +272,7 @@ def stepped_fields(model, X, y, ts, tau, gram_tol, tolerances, save_trajectory) 
     (`integrators._stepped`); the fields of its `TwoLayerFlowSolution`."""
     rtol, atol, max_steps = tolerances
     dtype = X.dtype
-    G = X @ X.T
-    eye = jnp.eye(X.shape[0], dtype=dtype)
-    G = jnp.where(jnp.max(jnp.abs(G - eye)) <= gram_tol, eye, G)
+    G = _gram(X, gram_tol)
     X_pinv = jnp.linalg.pinv(X)
     Z0 = model.W @ X.T
     trajectory, result, stats = stepped_solve(
