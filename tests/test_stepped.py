@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from helpers import relu_mlp_problem
 
-from integrators import gradient_flow, neuron_units
+from dynamics import TwoLayerReLU
+from integrators import gradient_flow, neuron_units, two_layer_flow
 from theory import RESULTS
 
 
@@ -127,28 +128,32 @@ def test_bad_method_options_are_refused(kwargs, fragment):
         gradient_flow(mlp, loss, jnp.linspace(0.0, 1.0, 3), args=data, **kwargs)
 
 
-@pytest.mark.slow  # 12 s; the default test below holds the same field against the (a, W) steps
-def test_two_layer_flow_steps_against_the_generic_events():
-    # correlated inputs (n = 6, d = 4, m = 3) from alpha = 1e-2 through its first drop:
-    # the steps on the data-basis field within their tolerance of `gradient_flow`'s held
-    # events on the (a, W) loss at 1e-10
-    from dynamics import TwoLayerReLU
-    from integrators import two_layer_flow
-
+def _two_layer_problem():
+    """Correlated inputs (n = 6, d = 4), Gaussian labels, m = 3 neurons at alpha = 1e-2."""
     keys = jax.random.split(jax.random.PRNGKey(5), 4)
     X = jax.random.normal(keys[0], (6, 4), jnp.float64) / 2.0
     y = jax.random.normal(keys[1], (6,), jnp.float64)
     model = TwoLayerReLU(1e-2 * jax.random.normal(keys[2], (3,), jnp.float64),
                          1e-2 * jax.random.normal(keys[3], (3, 4), jnp.float64))  # fmt: skip
+    return X, y, model
+
+
+def _square(m, data):
+    """The two-layer net's mean squared loss on (a, W), for `gradient_flow`."""
+    return 0.5 * jnp.mean((jax.vmap(m)(data[0]) - data[1]) ** 2)
+
+
+@pytest.mark.slow  # 12 s; the default test below holds the same field against the (a, W) steps
+def test_two_layer_flow_steps_against_the_generic_events():
+    # correlated inputs (n = 6, d = 4, m = 3) from alpha = 1e-2 through its first drop:
+    # the steps on the data-basis field within their tolerance of `gradient_flow`'s held
+    # events on the (a, W) loss at 1e-10
+    X, y, model = _two_layer_problem()
     tau, ts = float(np.log(100.0)), jnp.linspace(0.0, 8.0, 9)
     sol = two_layer_flow(X, y, model, ts, time_scale=tau, rtol=1e-4, atol=1e-12, method="steps")
     assert sol.ok and sol.method == "steps"
 
-    def loss(m, data):
-        X, y = data
-        return 0.5 * jnp.mean((jax.vmap(m)(X) - y) ** 2)
-
-    ref = gradient_flow(model, loss, ts, args=(X, y), time_scale=tau, rtol=1e-10, atol=1e-14)
+    ref = gradient_flow(model, _square, ts, args=(X, y), time_scale=tau, rtol=1e-10, atol=1e-14)
     assert ref.ok and ref.loss[-1] < 0.7 * ref.loss[0]  # through its first drop
     np.testing.assert_allclose(sol.loss, ref.loss, rtol=1e-4)
     assert _distance(sol.model, ref.model) <= 1e-4 * _distance(ref.model, None)
@@ -197,21 +202,11 @@ def test_float32_is_refused_by_the_steps_and_auto_holds_its_kinks():
 def test_two_layer_flow_steps_are_the_steps_of_its_loss_in_a_and_w():
     # the data-basis field with the Gram coupling is the (a, W) gradient: the two stepped
     # solves, one through each, agree to their tolerance on correlated inputs
-    from dynamics import TwoLayerReLU
-    from integrators import two_layer_flow
-
-    keys = jax.random.split(jax.random.PRNGKey(5), 4)
-    X = jax.random.normal(keys[0], (6, 4), jnp.float64) / 2.0
-    y = jax.random.normal(keys[1], (6,), jnp.float64)
-    model = TwoLayerReLU(1e-2 * jax.random.normal(keys[2], (3,), jnp.float64),
-                         1e-2 * jax.random.normal(keys[3], (3, 4), jnp.float64))  # fmt: skip
+    X, y, model = _two_layer_problem()
     tau, ts = float(np.log(100.0)), jnp.linspace(0.0, 8.0, 5)
     sol = two_layer_flow(X, y, model, ts, time_scale=tau, rtol=1e-4, atol=1e-12, method="steps")
 
-    def loss(m, data):
-        return 0.5 * jnp.mean((jax.vmap(m)(data[0]) - data[1]) ** 2)
-
-    ref = gradient_flow(model, loss, ts, args=(X, y), time_scale=tau, rtol=1e-4, atol=1e-12,
+    ref = gradient_flow(model, _square, ts, args=(X, y), time_scale=tau, rtol=1e-4, atol=1e-12,
                         method="steps")  # fmt: skip
     assert sol.ok and ref.ok and sol.method == ref.method == "steps"
     assert ref.loss[-1] < 0.7 * ref.loss[0]  # through its first drop
