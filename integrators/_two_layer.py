@@ -233,6 +233,41 @@ def two_layer_flow(
     >>> bool(sol.ok), sol.pattern.tolist(), round(float(sol.loss[-1]), 4)
     (True, [[1, 2]], 0.25)
     """
+    X, y, n, dtype = _checked_data(X, y, model)
+    ts = check_time_grid("ts", ts, dtype)
+    tau = check_time_scale(time_scale, dtype)
+    max_steps = check_solver_options(rtol, atol, max_steps)
+    check_solver_choice(solver)
+    explicit_events = max_kink_events  # given, not defaulted: an option of the events only
+    if max_kink_events is None:
+        # the events grow with the entries z_ji, about 0.7 per entry at n = 64 and 256 (a
+        # fixed 4,096 ran out at t = 0.47 of 77 at n = 256, and before the drop at n = 128)
+        max_kink_events = max(4096, 4 * model.width * n)
+    max_kink_events = check_positive_int("max_kink_events", max_kink_events)
+    save_trajectory = check_flag("save_trajectory", save_trajectory)
+    if gram_tol is None:
+        gram_tol = 64 * n * float(jnp.finfo(dtype).eps)
+    gram_tol = float(check_positive("gram_tol", gram_tol, allow_zero=True, scalar=True))
+    model = TwoLayerReLU(check_finite("model.a", model.a), check_finite("model.W", model.W))
+    X = check_initial_loss(model, X, y)
+    given = {"solver": solver, "max_kink_events": explicit_events}
+    short = None  # the steps' solution where "auto" tried them and they fell short
+    if choose_method(method, given, rtol, lambda: model.width * n, model.a) == "steps":
+        fields = stepped_fields(model, X, y, ts, tau, gram_tol, (rtol, atol, max_steps),
+                                save_trajectory)  # fmt: skip
+        short = TwoLayerFlowSolution(**fields, method="steps")
+        if method == "steps" or not fell_short(short):
+            return short.raise_if_failed(throw)
+    solver = diffrax.Dopri5() if solver is None else solver
+    options = (rtol, atol, max_steps, save_trajectory)
+    limits = (jnp.asarray(max_kink_events), jnp.asarray(gram_tol, dtype))
+    fields = _solve(model, X, y, ts, tau, limits, solver, options)
+    return tried_steps(TwoLayerFlowSolution(**fields), short).raise_if_failed(throw)
+
+
+def _checked_data(X, y, model):
+    """`two_layer_flow`'s model, inputs and labels checked (shapes, float64, finite, a Gram
+    matrix and a loss that neither overflow nor underflow): X and y as float64, n, dtype."""
     check_model("model", model, TwoLayerReLU)
     if not isinstance(model, TwoLayerReLU):
         raise ValueError(f"`model` must be a TwoLayerReLU, got {type(model).__name__}")
@@ -280,33 +315,4 @@ def two_layer_flow(
         jnp.isfinite(jnp.sum(y * y)),
         "`y` overflows the loss (labels near 1e154 or larger: sum y^2 is inf): scale the labels",
     )
-    ts = check_time_grid("ts", ts, dtype)
-    tau = check_time_scale(time_scale, dtype)
-    max_steps = check_solver_options(rtol, atol, max_steps)
-    check_solver_choice(solver)
-    explicit_events = max_kink_events
-    if max_kink_events is None:
-        # the events grow with the entries z_ji, about 0.7 per entry at n = 64 and 256 (a
-        # fixed 4,096 ran out at t = 0.47 of 77 at n = 256, and before the drop at n = 128)
-        max_kink_events = max(4096, 4 * model.width * n)
-    max_kink_events = check_positive_int("max_kink_events", max_kink_events)
-    save_trajectory = check_flag("save_trajectory", save_trajectory)
-    if gram_tol is None:
-        gram_tol = 64 * n * float(jnp.finfo(dtype).eps)
-    gram_tol = float(check_positive("gram_tol", gram_tol, allow_zero=True, scalar=True))
-    model = TwoLayerReLU(check_finite("model.a", model.a), check_finite("model.W", model.W))
-    X = check_initial_loss(model, X, y)
-    given = {"solver": solver, "max_kink_events": explicit_events}
-    if choose_method(method, given, rtol, lambda: model.width * n, model.a) == "steps":
-        fields = stepped_fields(model, X, y, ts, tau, gram_tol, (rtol, atol, max_steps),
-                                save_trajectory)  # fmt: skip
-        short = TwoLayerFlowSolution(**fields, method="steps")
-        if method == "steps" or not fell_short(short):
-            return short.raise_if_failed(throw)
-    else:
-        short = None
-    solver = diffrax.Dopri5() if solver is None else solver
-    options = (rtol, atol, max_steps, save_trajectory)
-    limits = (jnp.asarray(max_kink_events), jnp.asarray(gram_tol, dtype))
-    fields = _solve(model, X, y, ts, tau, limits, solver, options)
-    return tried_steps(TwoLayerFlowSolution(**fields), short).raise_if_failed(throw)
+    return X, y, n, dtype
