@@ -54,6 +54,7 @@ BENCHMARKS = {
     "online_sgd_d8000": "Online SGD at d = 8000 against its order-parameter ODEs",
     "startup": "The main job's seconds, cold and warm: imports, tracing, compiling, arithmetic",
     "two_layer_vs_gd": "Two-layer flow on Gaussian inputs against gradient descent",
+    "two_layer_vs_gd_large": "Two-layer flow at n = 128 and 256: events, steps and GD",
     "max_margin": "Max-margin directions: GD against the limit, and the regime map",
     "phase_transition": "The weak/strong-signal transition: closed form, Monte Carlo, bounds",
     "phase_transition_tails": "The transition under heavy-tailed (Student-t) noise",
@@ -69,6 +70,7 @@ COMMANDS = {
     "online_sgd_d8000": "online_sgd --dims 8000 --configs 0 1 2",
     "relu_networks_n1000": "relu_networks --large",
     "relu_networks_n1000_steps": "relu_networks --large --methods steps",
+    "two_layer_vs_gd_large": "two_layer_vs_gd --large",
     "beyond_orthogonal_n64": (
         "beyond_orthogonal --n 64 --cs 0 1e-6 0.1 --d-over-n 1 4 --no-solvers"
     ),

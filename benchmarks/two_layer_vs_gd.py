@@ -19,7 +19,11 @@ cost per step times the steps that eta_E needs.
 
 Writes `results.json` (`rows`: one per case) and `losses.png` to `--out`.
 
-    python -m benchmarks.two_layer_vs_gd [--quick]
+`method="steps"` (Euler levels extrapolated, `integrators._stepped`) is timed beside the
+event-driven default at rtol 1e-3 and 1e-4, with each solve's compile time; `--large` runs
+the sizes where the events cost most (n = 128 and 256, d = 32, alpha = 1e-10).
+
+    python -m benchmarks.two_layer_vs_gd [--quick] [--large]
 """
 
 import functools
@@ -39,6 +43,9 @@ WIDTH = 40
 LOG10_INV_ALPHA = 30
 HORIZON = 30.0  # rescaled time: every seed has made its jumps and relaxed by then
 ETAS = (0.005, 0.0025, 0.00125, 0.000625)  # GD steps of the reference (ordinary time)
+STEPS_RTOLS = (1e-3, 1e-4)  # the tolerances `method="steps"` is timed at
+# `--large`: the sizes where the events cost most (Gaussian inputs, alpha = 1e-10)
+LARGE = dict(cases=((128, 32), (256, 32)), p=10)
 
 
 def make(key, n, d, p, width):
@@ -62,17 +69,25 @@ def _engine_gd_seconds(X, y, model, eta, steps):
     return timer()
 
 
-def case(n, d, p, width, horizon, etas, seed):
+def _timed(flow):
+    """(solution, first call's seconds less the second's: compiling, second call's seconds)."""
+    timer = Timer()
+    jax.block_until_ready(flow().loss)
+    first = timer()
+    timer = Timer()
+    sol = flow()
+    jax.block_until_ready(sol.loss)
+    solve = timer()
+    return sol, max(first - solve, 0.0), solve
+
+
+def case(n, d, p, width, horizon, etas, seed, steps_rtols=STEPS_RTOLS):
     X, y, model = make(jax.random.PRNGKey(seed), n, d, p, width)
     tau = float(p * np.log(10.0))
     ref = Reference(functools.partial(gd_curve, X, y, model), tau, horizon, etas)
     grid = jnp.concatenate([jnp.zeros(1), jnp.asarray(ref.ts)])
     flow = functools.partial(two_layer_flow, X, y, model, grid, time_scale=tau)
-    jax.block_until_ready(flow().loss)
-    timer = Timer()
-    sol = flow()
-    jax.block_until_ready(sol.loss)
-    flow_wall = timer()
+    sol, flow_compile, flow_wall = _timed(flow)
     flow_error = ref.error(sol.loss[1:])
     # GD's error is first order: err(eta) = rate * eta
     rate = float(np.median([ref.error(ref.curves[e]) / e for e in etas]))
@@ -80,12 +95,30 @@ def case(n, d, p, width, horizon, etas, seed):
     steps_1e3 = int(round(horizon * tau / eta_1e3))
     gd_1e3 = _engine_gd_seconds(X, y, model, eta_1e3, steps_1e3)
     per_step = gd_1e3 / steps_1e3
-    # the flow is not credited with an accuracy the reference cannot confirm
+
+    def gd_seconds_at(error):
+        # the flow is not credited with an accuracy the reference cannot confirm
+        return per_step * horizon * tau * rate / max(error, ref.uncertainty)
+
+    stepped = []
+    for rtol in steps_rtols:
+        s, compile_s, solve_s = _timed(functools.partial(flow, method="steps", rtol=rtol))
+        error = ref.error(s.loss[1:])
+        stepped.append({
+            "rtol": rtol, "ok": bool(s.ok), "wall_seconds": solve_s,
+            "compile_seconds": compile_s, "max_rel_error": error,
+            "levels": int(s.stats["num_levels"]), "euler_steps": float(s.stats["num_steps"]),
+            "extrapolation_order": int(s.stats["extrapolation_order"]),
+            "error_estimate": float(s.stats["error_estimate"]),
+            "over_gd_at_1e-3": solve_s / gd_1e3,
+            "over_gd_at_own_accuracy": solve_s / gd_seconds_at(error),
+        })  # fmt: skip
     eta_flow = max(flow_error, ref.uncertainty) / rate
     steps_flow = int(round(horizon * tau / eta_flow))
     return {
         "n": n, "d": d, "width": width, "log10_inv_alpha": p, "horizon": horizon,
         "flow_ok": bool(sol.ok), "flow_wall_seconds": flow_wall,
+        "flow_compile_seconds": flow_compile,
         "flow_steps": int(sol.stats["num_steps"]),
         "flow_kink_events": int(sol.stats["num_kink_events"]),
         "flow_sliding_entries": int(sol.stats["num_sliding_entries"]),
@@ -99,6 +132,7 @@ def case(n, d, p, width, horizon, etas, seed):
         "gd_wall_seconds_for_flow_accuracy": per_step * steps_flow,
         "flow_over_gd_at_1e-3": flow_wall / gd_1e3,
         "flow_over_gd_at_flow_accuracy": flow_wall / (per_step * steps_flow),
+        "steps": stepped,
         "_ts": ref.ts, "_flow": np.asarray(sol.loss[1:]), "_reference": ref.loss,
     }  # fmt: skip
 
@@ -138,6 +172,20 @@ def table(results: dict) -> str:
             f"{r['flow_over_gd_at_1e-3']:.2g} at 1e-3, "
             f"{r['flow_over_gd_at_flow_accuracy']:.2g} at the flow's |"
         )
+    lines += [
+        "",
+        "| n, d | compiling: events, steps (s) | steps at rtol: s, levels, error | "
+        "steps / GD at 1e-3 | steps / GD at their error |",
+        "|---|---|---|---|---|",
+    ]
+    for r in results["rows"]:
+        for k in r.get("steps", []):
+            lines.append(
+                f"| {r['n']}, {r['d']} | {r.get('flow_compile_seconds', float('nan')):.0f}, "
+                f"{k['compile_seconds']:.0f} | {k['rtol']:.0e}: {k['wall_seconds']:.2f}, "
+                f"{k['levels']}, {k['max_rel_error']:.1e}{'' if k['ok'] else ' (not ok)'} | "
+                f"{k['over_gd_at_1e-3']:.2g} | {k['over_gd_at_own_accuracy']:.2g} |"
+            )
     return "\n".join(lines)
 
 
@@ -157,8 +205,9 @@ def plot_losses(results: dict, path) -> None:
 
 def main(argv=None) -> dict:
     p = parser("two_layer_vs_gd", __doc__.splitlines()[0], default_seeds=1)
+    p.add_argument("--large", action="store_true", help="n = 128 and 256, d = 32, alpha = 1e-10")
     args = p.parse_args(argv)
-    kw = {}
+    kw = dict(LARGE) if args.large else {}
     if args.quick:
         # its plateau escape (t ~ 16.5) is steep: GD's steps of the full run leave the
         # extrapolation 2e-3 uncertain there, too loose to see an error of that size

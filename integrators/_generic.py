@@ -436,6 +436,31 @@ def _steady_event(tol, land, plain_loss, to_params, stepsize_controller):
 
 
 @eqx.filter_jit
+def _steady_end(sol, ts, y0, held, steady, save, end):
+    """Where the steady-state event stopped the solve: (t_stop, y_final, stopped, result,
+    saved), the saves after the stop held at its values."""
+    t_stop, y_final, result, saved = end
+    mask = sol.event_mask if isinstance(sol.event_mask, jax.Array) else jnp.asarray(True)
+    stopped = jnp.any(jnp.asarray(mask)) & (t_stop < ts[-1])
+    # a float event fires on a sign change: a start below the threshold is its own stop
+    start = steady(ts[0], y0, held) < 0
+    t_stop = jnp.where(start, ts[0], t_stop)
+    y_final = jax.tree_util.tree_map(lambda a, b: jnp.where(start, a, b), y0, y_final)
+    stopped = stopped | start
+    result = RESULTS.where(stopped, RESULTS.successful, result)
+    saved = _hold_after(saved, save(t_stop, y_final, held), ts >= t_stop, stopped)
+    return t_stop, y_final, stopped, result, saved
+
+
+def _checked_result(result, saved, small):
+    """A successful result made `nonfinite` where the saved loss or gradient norm overflows
+    with a finite state (parameters near 1e200 with a quadratic loss: its saves are inf),
+    or `below_tolerance` where the parameters are far below atol (`small`)."""
+    overflow = ~(jnp.all(jnp.isfinite(saved[0])) & jnp.all(jnp.isfinite(saved[1])))
+    result = RESULTS.where(overflow & (result == RESULTS.successful), RESULTS.nonfinite, result)
+    return RESULTS.where(small & (result == RESULTS.successful), RESULTS.below_tolerance, result)
+
+
 def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
     """The solve, compiled once per shapes and options (the inputs are checked)."""
     observables, save_trajectory, hold_kinks = (
@@ -509,25 +534,14 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
     stats = diffrax_stats(sol)
     stopped = jnp.asarray(False)
     if event is not None:
-        mask = sol.event_mask if isinstance(sol.event_mask, jax.Array) else jnp.asarray(True)
-        stopped = jnp.any(jnp.asarray(mask)) & (t_stop < ts[-1])
-        # a float event fires on a sign change: a start below the threshold is its own stop
-        start = steady(ts[0], y0, Held(args)) < 0
-        t_stop = jnp.where(start, ts[0], t_stop)
-        y_final = jax.tree_util.tree_map(lambda a, b: jnp.where(start, a, b), y0, y_final)
-        stopped = stopped | start
-        result = RESULTS.where(stopped, RESULTS.successful, result)
-        saved = _hold_after(saved, save(t_stop, y_final, Held(args)), ts >= t_stop, stopped)
+        end = (t_stop, y_final, result, saved)
+        t_stop, y_final, stopped, result, saved = _steady_end(sol, ts, y0, Held(args), steady,
+                                                              save, end)  # fmt: skip
     if kinked is not None:
         last = HoldArgs.held_args(sol.solver_state)
         result = RESULTS.where(last.overflow, RESULTS.kink_limited, result)
         stats.update(flow.stats(last))
-    # a loss or gradient norm that overflows where the state is finite (parameters near 1e200
-    # with a quadratic loss) is not a successful solve: its saves are inf
-    overflow = ~(jnp.all(jnp.isfinite(saved[0])) & jnp.all(jnp.isfinite(saved[1])))
-    result = RESULTS.where(overflow & (result == RESULTS.successful), RESULTS.nonfinite, result)
-    small = _below_tolerance(params, scale, floor)
-    result = RESULTS.where(small & (result == RESULTS.successful), RESULTS.below_tolerance, result)
+    result = _checked_result(result, saved, _below_tolerance(params, scale, floor))
     return GradientFlowSolution(
         ts=ts,
         loss=saved[0],

@@ -181,7 +181,7 @@ def two_layer_flow(
     gram_tol: float | None = None,
     save_trajectory: bool = False,
     solver: diffrax.AbstractAdaptiveSolver | None = None,
-    method: str = "events",
+    method: str = "auto",
     throw: bool = False,
 ) -> TwoLayerFlowSolution:
     """The rescaled flow d theta/dt = -tau grad L of the two-layer ReLU net on any inputs.
@@ -207,18 +207,20 @@ def two_layer_flow(
       exactly (default 64 n eps of the dtype: rounding, not data); 0 keeps X X^T as
       computed.
     - `save_trajectory`: also return the net at every save time. `throw=True` raises on failure.
-    - `method`: `"events"`, the event-driven solve above; `"steps"`, explicit Euler on the
-      same data-basis field at halved steps, extrapolated to step 0 until two extrapolants
-      agree to rtol and atol (`integrators._stepped`; first order through the kinks, so
-      cheap at rtol 1e-4 and dear at 1e-8; no `solver` or `max_kink_events`; `max_steps`
-      caps one level's Euler steps in a save interval); `"auto"`: `"steps"` where m n >=
-      4096 and rtol >= 1e-5 and neither of those options is given (`gradient_flow`'s
-      rule, with its fallback to the events). The default is `"events"`: from small
-      initialization the steps lose. At n = 128 (Gaussian inputs, d = 32, m = 40, alpha =
-      1e-10, t <= 10) they met rtol 1e-3 in 15 levels, 2.6 million Euler steps and 122 s,
-      where the events took 23 s through 3,220 kink events (the growth rates are tau
-      times the loss's, and Euler's error in a neuron's log size, first order through
-      each crossing, is held to rtol).
+    - `method`: `"events"`, the event-driven solve above; `"steps"`, explicit Euler at
+      halved steps, extrapolated to step 0 until two extrapolants agree to rtol and atol
+      (`integrators._stepped`; in the weights (a, W) on X where d < n, a step then costing
+      O(m n d), else in the data basis; first order through the kinks, so cheap at rtol
+      1e-3 and dear at 1e-8; no `solver` or `max_kink_events`; `max_steps` caps one level's
+      Euler steps in a save interval); `"auto"` (the default): `"steps"` where m n >= 4096
+      and rtol >= 1e-5 and neither of those options is given, else `"events"`
+      (`gradient_flow`'s rule, with its fallback to the events where the steps fall
+      short): at the default rtol = 1e-8 the events. On Gaussian inputs (d = 32, m = 40,
+      alpha = 1e-10, t <= 30) the events took 32 s at n = 128 (6,830 kink events) and
+      174 s at n = 256 (13,315), where the steps at rtol 1e-2 took 1.0 s and 2.6 s for a
+      loss 3.8e-4 and 4.1e-4 off the events' (gradient descent at 1e-3: 2.6 s and 2.3 s;
+      `benchmarks.two_layer_vs_gd --large`). On small problems the events win: at n = 12,
+      m = 8 they took 0.1 s where the steps took 18 s at rtol 1e-3 (its escape is steep).
 
     **Returns:** a `TwoLayerFlowSolution`. `jax.jit` and `jax.vmap` over models and data
     work (a batch runs as many kink events as its slowest member).

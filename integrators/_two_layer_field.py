@@ -2,6 +2,7 @@
 sliding weights on a kink, the velocity, and the classification of kink events."""
 
 import functools
+from typing import NamedTuple
 
 import equinox as eqx
 import equinox.internal as eqxi
@@ -45,6 +46,16 @@ class _Frame(eqx.Module):
     r0: Float[Array, " n"] | None = None
     # each entry's distance where the segment started (`_event_condition`); None: unscaled
     d0: Float[Array, "m n"] | None = None
+    # a factor F (n, k) with G = F F^T where k < n / 2 (`_gram_factor`): products with G
+    # then cost 2 m n k instead of m n^2; None: the products use G itself
+    F: Float[Array, "n k"] | None = None
+
+
+def _times_gram(v, frame):
+    """v @ G for v (m, n), through the frame's factor where it has one."""
+    if frame.F is None:
+        return v @ frame.G
+    return (v @ frame.F) @ frame.F.T
 
 
 def _residual(kappa, psi, frame):
@@ -141,7 +152,7 @@ def _sliding_weights(r, frame):
 
     def solve():
         # b_i = -(G (r * s_j))_i over the active entries, for i in S
-        b_full = -(jnp.where(frame.mode == ACTIVE, r[None, :], 0.0) @ frame.G)
+        b_full = -_times_gram(jnp.where(frame.mode == ACTIVE, r[None, :], 0.0), frame)
         sizes = _sizes(n)
         branches = [single] + [functools.partial(compact, k=k) for k in sizes] + [full]
         branch = _branch(S)
@@ -184,7 +195,7 @@ def _slopes(r, frame):
 def _field_parts(kappa, psi, frame):
     act, r = _residual(kappa, psi, frame)
     s, sigma = _slopes(r, frame)
-    g_a, g_z = rescaled.gradients(psi[:, 0], act, s, r, frame.G)
+    g_a, g_z = rescaled.gradients(psi[:, 0], act, s, r, functools.partial(_times_gram, frame=frame))
     return psi[:, 0], psi[:, 1:], r, sigma, g_a, g_z
 
 
@@ -208,7 +219,7 @@ def _vector_field(t, state, frame):
         act=act,
         slope=s,
         moving=frame.mode != SLIDING,
-        gram=frame.G,
+        gram=functools.partial(_times_gram, frame=frame),
         r=r,
     )
     return dkappa, jnp.concatenate([dpa[:, None], dpz], axis=1)
@@ -256,6 +267,73 @@ def _event_condition(t, y, args, **kwargs):
     return jnp.min(d)
 
 
+def _phase(k):
+    return jnp.asarray(k, jnp.int32)
+
+
+class _Event(NamedTuple):
+    """The kink event `_classify` works on: the state with the candidates put on the kink."""
+
+    kappa: jax.Array
+    psi: jax.Array
+    candidates: jax.Array
+    frame: _Frame  # the segment's that ended at the event
+
+
+def _classified(e: _Event, now, c):
+    """Phase 0: the candidates classified by their one-sided velocities."""
+    n, G = e.frame.y.shape[0], e.frame.G
+    pa, _, r, sigma, _, _ = _field_parts(e.kappa, e.psi, now)
+    s = jnp.where(now.mode == ACTIVE, 1.0, jnp.where(now.mode == SLIDING, sigma, 0.0))
+    s_minus = jnp.where(e.candidates, 0.0, s)  # each candidate counted inactive ...
+    d_minus = -pa[:, None] * _times_gram(s_minus * r[None, :], e.frame) / n
+    d_plus = d_minus - pa[:, None] * (jnp.diag(G) * r)[None, :] / n  # ... and active
+    new = jnp.where(
+        (d_minus > 0) & (d_plus > 0),
+        ACTIVE,
+        jnp.where((d_minus > 0) & (d_plus <= 0), SLIDING, INACTIVE),
+    )
+    pending = jnp.where(e.candidates, new, now.mode)
+    return dict(c, pending=pending, phase=_phase(1), d=(d_minus, d_plus))
+
+
+def _consistent(e: _Event, now, c):
+    """Phase 1: a candidate set active that the joint pattern moves down, or inactive that it
+    moves up, goes onto the kink. `live`: this member goes on; the phase is the batch's
+    (under vmap a batched index would run every phase at every iteration), a finished
+    member's rounds change nothing."""
+    live = c["changing"] & (c["rounds"] < _RELEASE_ROUNDS)
+    go = eqxi.unvmap_any(live)
+    mode = now.mode
+
+    def wrong():
+        vel = _velocity(e.kappa, e.psi, now)
+        return e.candidates & (((mode == ACTIVE) & (vel < 0)) | ((mode == INACTIVE) & (vel > 0)))
+
+    wrong = jax.lax.cond(go, wrong, lambda: jnp.zeros_like(e.candidates))
+    return dict(
+        c, pending=jnp.where(live & wrong, SLIDING, mode), phase=_phase(jnp.where(go, 2, 3)),
+        before=mode, live=live,
+    )  # fmt: skip
+
+
+def _release(e: _Event, now, c):
+    """Phase 2: the worst sliding weight outside [0, 1] per neuron released."""
+    n = e.frame.y.shape[0]
+    new = now.mode
+    sigma = _sliding_weights(_residual(e.kappa, e.psi, now)[1], now)
+    violation = jnp.where(new == SLIDING, jnp.maximum(sigma - 1.0, -sigma), -jnp.inf)
+    worst = jnp.arange(n)[None, :] == jnp.argmax(violation, axis=1)[:, None]
+    out = worst & (violation > 0) & c["live"]
+    up = out & (sigma > 1.0)
+    down = out & (sigma < 0.0)
+    new = jnp.where(up, ACTIVE, jnp.where(down, INACTIVE, new))
+    return dict(
+        c, pending=new, phase=_phase(1), released=c["released"] | up | down,
+        changing=c["live"] & jnp.any(new != c["before"]), rounds=c["rounds"] + c["live"],
+    )  # fmt: skip
+
+
 def _classify(state, frame, candidates):
     """New pattern and state after a kink event, and the pattern's `_SlidingFactor`.
 
@@ -270,7 +348,6 @@ def _classify(state, frame, candidates):
     off (by `slow`) where they move slower than `slow` (near a fitted interpolator, where
     the residual is ~1e-9 and a hair's breadth would be recrossed at once: a Zeno loop)."""
     kappa, psi = state
-    n = frame.y.shape[0]
     psi = psi.at[:, 1:].set(jnp.where(candidates, 0.0, psi[:, 1:]))
     mode = jnp.where(candidates & (frame.mode == SLIDING), INACTIVE, frame.mode)
 
@@ -279,12 +356,11 @@ def _classify(state, frame, candidates):
         # the classification keeps inside [0, 1] by rounding should not start the next
         # segment outside it, past its event (what is left, rounding, the segment's guard
         # catches: `two_layer_flow`'s module docstring)
-        return _Frame(frame.G, frame.y, frame.tau, mode, frame.slow, _refactor(base, mode))
+        return _Frame(
+            frame.G, frame.y, frame.tau, mode, frame.slow, _refactor(base, mode), F=frame.F
+        )
 
     was_sliding = frame.mode == SLIDING
-
-    def _phase(k):
-        return jnp.asarray(k, jnp.int32)
 
     # One loop, one refactorization per iteration (each `with_mode` in the program is a
     # `_sliding_factor` that XLA compiles, most of what two_layer_flow compiles): the pattern
@@ -293,57 +369,13 @@ def _classify(state, frame, candidates):
     # the joint pattern moves down, or inactive that it moves up, goes onto the kink) and 2
     # (the worst sliding weight outside [0, 1] per neuron released), until a round changes
     # nothing or `_RELEASE_ROUNDS` (3: done).
-    def classified(now, c):
-        pa, _, r, sigma, _, _ = _field_parts(kappa, psi, now)
-        s = jnp.where(now.mode == ACTIVE, 1.0, jnp.where(now.mode == SLIDING, sigma, 0.0))
-        s_minus = jnp.where(candidates, 0.0, s)  # each candidate counted inactive ...
-        d_minus = -pa[:, None] * ((s_minus * r[None, :]) @ frame.G) / n
-        d_plus = d_minus - pa[:, None] * (jnp.diag(frame.G) * r)[None, :] / n  # ... and active
-        new = jnp.where(
-            (d_minus > 0) & (d_plus > 0),
-            ACTIVE,
-            jnp.where((d_minus > 0) & (d_plus <= 0), SLIDING, INACTIVE),
-        )
-        pending = jnp.where(candidates, new, now.mode)
-        return dict(c, pending=pending, phase=_phase(1), d=(d_minus, d_plus))
-
-    def consistent(now, c):
-        # `live`: this member goes on; the phase is the batch's (under vmap a batched index
-        # would run every phase at every iteration), a finished member's rounds change nothing
-        live = c["changing"] & (c["rounds"] < _RELEASE_ROUNDS)
-        go = eqxi.unvmap_any(live)
-        mode = now.mode
-
-        def wrong():
-            vel = _velocity(kappa, psi, now)
-            return candidates & (((mode == ACTIVE) & (vel < 0)) | ((mode == INACTIVE) & (vel > 0)))
-
-        wrong = jax.lax.cond(go, wrong, lambda: jnp.zeros_like(candidates))
-        return dict(
-            c, pending=jnp.where(live & wrong, SLIDING, mode), phase=_phase(jnp.where(go, 2, 3)),
-            before=mode, live=live,
-        )  # fmt: skip
-
-    def release(now, c):
-        new = now.mode
-        sigma = _sliding_weights(_residual(kappa, psi, now)[1], now)
-        violation = jnp.where(new == SLIDING, jnp.maximum(sigma - 1.0, -sigma), -jnp.inf)
-        worst = jnp.arange(n)[None, :] == jnp.argmax(violation, axis=1)[:, None]
-        out = worst & (violation > 0) & c["live"]
-        up = out & (sigma > 1.0)
-        down = out & (sigma < 0.0)
-        new = jnp.where(up, ACTIVE, jnp.where(down, INACTIVE, new))
-        return dict(
-            c, pending=new, phase=_phase(1), released=c["released"] | up | down,
-            changing=c["live"] & jnp.any(new != c["before"]), rounds=c["rounds"] + c["live"],
-        )  # fmt: skip
+    e = _Event(kappa, psi, candidates, frame)
+    phases = [functools.partial(f, e) for f in (_classified, _consistent, _release)]
 
     def step(carry):
         prev, c = carry
         now = with_mode(c["pending"], prev)
-        c = jax.lax.switch(
-            c["phase"], [classified, consistent, release], now, dict(c, pending=now.mode)
-        )
+        c = jax.lax.switch(c["phase"], phases, now, dict(c, pending=now.mode))
         return now, c
 
     zeros = jnp.zeros(mode.shape, frame.G.dtype)
@@ -353,7 +385,7 @@ def _classify(state, frame, candidates):
         d=(zeros, zeros),
     )  # fmt: skip
     # (the frame as `with_mode` builds them: no segment's r0 and d0)
-    first = _Frame(frame.G, frame.y, frame.tau, frame.mode, frame.slow, frame.factor)
+    first = _Frame(frame.G, frame.y, frame.tau, frame.mode, frame.slow, frame.factor, F=frame.F)
     now, c = jax.lax.while_loop(lambda carry: carry[1]["phase"] != 3, step, (first, c0))
     released = c["released"]
     d_minus, d_plus = c["d"]

@@ -14,7 +14,7 @@ from dynamics import TwoLayerReLU
 from theory import RESULTS, name_nonfinite
 from theory.numerics import default_controller, diffeqsolve
 
-from ._gd import _basis_loss as basis_loss
+from ._gd import _basis_loss as basis_loss, _input_loss as input_loss
 from ._illinois import _TimeIllinois
 from ._sliding_factor import ACTIVE, INACTIVE, SLIDING, _no_sliding
 from ._stepped import StepOptions, stepped_solve
@@ -46,6 +46,7 @@ class _Setup(NamedTuple):
     """What every segment of one flow shares (`_setup`)."""
 
     G: jax.Array  # the Gram matrix X X^T (exactly I where X is orthonormal to `gram_tol`)
+    F: jax.Array | None  # X itself where d < n / 2: G = F F^T, cheaper to multiply by
     y: jax.Array
     tau: jax.Array
     slow: jax.Array  # the speed below which an entry counts as at rest
@@ -71,7 +72,8 @@ def _setup(X, y, ts, tau, limits, solver, options) -> _Setup:
     rtol, atol, max_steps, _ = options
     max_kink_events, gram_tol = limits
     return _Setup(
-        G=_gram(X, gram_tol), y=y, tau=tau, slow=jnp.asarray(max(atol, 1e-10), X.dtype), ts=ts,
+        G=_gram(X, gram_tol), F=X if 2 * X.shape[1] < X.shape[0] else None, y=y, tau=tau,
+        slow=jnp.asarray(max(atol, 1e-10), X.dtype), ts=ts,
         window=min(ts.shape[0], _SAVE_WINDOW), least_dt=_FIRST_STEP * (ts[-1] - ts[0]),
         solver=solver, controller=default_controller(rtol, atol), rtol=rtol,
         max_steps=max_steps, max_kink_events=max_kink_events,
@@ -90,11 +92,11 @@ def _segment(s: _Setup, t0, state, mode, factor, ts_win, dt0):
     dt0."""
     # the pattern holds until the next event: the sliding systems' inverses are the
     # classification's (`_classify`), applied at every evaluation
-    frame = _Frame(s.G, s.y, s.tau, mode, s.slow, factor)
+    frame = _Frame(s.G, s.y, s.tau, mode, s.slow, factor, F=s.F)
     r0 = _residual(*state, frame)[1]
-    d0 = _distance(state, _Frame(s.G, s.y, s.tau, mode, s.slow, factor, r0))
+    d0 = _distance(state, _Frame(s.G, s.y, s.tau, mode, s.slow, factor, r0, F=s.F))
     # the event condition measures each entry in units of its distance here
-    frame = _Frame(s.G, s.y, s.tau, mode, s.slow, factor, r0, d0)
+    frame = _Frame(s.G, s.y, s.tau, mode, s.slow, factor, r0, d0, F=s.F)
     # an entry already past its kink (a sliding weight that rounding put a hair outside
     # [0, 1] when the pattern was set): its crossing would never be seen, so the segment
     # ends where it starts, with an event there
@@ -174,7 +176,7 @@ def _merge(saved, old_saved, old_filled, ts_win, start, t0, t1):
 def _body(s: _Setup, c: dict) -> dict:
     """One iteration: classify the event that ended the previous segment (`pending`; at
     t = 0 the kinks of the init), then solve to the next event."""
-    frame0 = _Frame(s.G, s.y, s.tau, c["mode"], s.slow, c["factor"])
+    frame0 = _Frame(s.G, s.y, s.tau, c["mode"], s.slow, c["factor"], F=s.F)
     state, mode, entered, factor = _new_pattern(s, c["state"], frame0, c["initial"], c["pending"])
     T = s.ts.shape[0]
     start = jnp.minimum(jnp.sum(c["filled"]), T - s.window)  # saved times are a prefix
@@ -266,31 +268,53 @@ def _basis_field(p, data):
     return ga, gZ @ data[0]
 
 
+def _input_field(p, data):
+    """The flow's field over tau in the weights (a, W) on X itself (`_gd`'s loss): where
+    d < n a step costs O(m n d), not the data basis's O(m n^2)."""
+    return jax.grad(input_loss)(p, *data)
+
+
 @eqx.filter_jit
 def stepped_fields(model, X, y, ts, tau, gram_tol, tolerances, save_trajectory) -> dict:
-    """`two_layer_flow(method="steps")`: Euler levels on the data-basis field, extrapolated
-    (`integrators._stepped`); the fields of its `TwoLayerFlowSolution`."""
+    """`two_layer_flow(method="steps")`: Euler levels, extrapolated (`integrators._stepped`),
+    in the data basis (a, Z = W X^T) with the Gram coupling where n <= d, in the weights
+    (a, W) on X where d < n (the same flow: W moves only in X's row space); the fields of
+    its `TwoLayerFlowSolution`."""
     rtol, atol, max_steps = tolerances
     dtype = X.dtype
     G = _gram(X, gram_tol)
     X_pinv = jnp.linalg.pinv(X)
     Z0 = model.W @ X.T
+    weights = X.shape[1] < X.shape[0]
+    if weights:
+        start, value, field, data = (model.a, model.W), _weight_loss, _input_field, (X, y)
+    else:
+        start, value, field, data = (model.a, Z0), _basis_loss, _basis_field, (G, y)
     trajectory, result, stats = stepped_solve(
-        (model.a, Z0), _basis_loss, _basis_field, (G, y), ts, tau,
+        start, value, field, data, ts, tau,
         jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype), StepOptions(30, max_steps),
     )  # fmt: skip
+    loss = jax.vmap(lambda p: value(p, data))(trajectory)
     a, Z = trajectory
-    loss = jax.vmap(lambda p: _basis_loss(p, (G, y)))(trajectory)
+    if weights:
+        Z = Z @ X.T
 
     def net(a, Z):
         return TwoLayerReLU(a, model.W + (Z - Z0) @ X_pinv.T)
 
-    final = net(a[-1], Z[-1])
+    final = net(a[-1], Z[-1]) if not weights else TwoLayerReLU(a[-1], trajectory[1][-1])
     result = name_nonfinite(result, (a[-1], Z[-1]), loss)
+    if save_trajectory:
+        saved = jax.vmap(net)(a, Z) if not weights else TwoLayerReLU(*trajectory)
     return dict(
         ts=ts, loss=loss,
         log_scale=0.5 * jnp.log(a * a + jnp.sum(Z * Z, axis=-1)),
-        model=final, trajectory=jax.vmap(net)(a, Z) if save_trajectory else None,
+        model=final, trajectory=saved if save_trajectory else None,
         pattern=(Z[-1] > 0).astype(jnp.int32), time_scale=tau, gram=G, result=result,
         stats=stats,
     )  # fmt: skip
+
+
+def _weight_loss(p, data):
+    """L in the weights (a, W) on X: data = (X, y) (`_gd`'s loss)."""
+    return input_loss(p, *data)

@@ -128,13 +128,13 @@ def test_bad_method_options_are_refused(kwargs, fragment):
         gradient_flow(mlp, loss, jnp.linspace(0.0, 1.0, 3), args=data, **kwargs)
 
 
-def _two_layer_problem():
+def _two_layer_problem(n=6, d=4):
     """Correlated inputs (n = 6, d = 4), Gaussian labels, m = 3 neurons at alpha = 1e-2."""
     keys = jax.random.split(jax.random.PRNGKey(5), 4)
-    X = jax.random.normal(keys[0], (6, 4), jnp.float64) / 2.0
-    y = jax.random.normal(keys[1], (6,), jnp.float64)
+    X = jax.random.normal(keys[0], (n, d), jnp.float64) / 2.0
+    y = jax.random.normal(keys[1], (n,), jnp.float64)
     model = TwoLayerReLU(1e-2 * jax.random.normal(keys[2], (3,), jnp.float64),
-                         1e-2 * jax.random.normal(keys[3], (3, 4), jnp.float64))  # fmt: skip
+                         1e-2 * jax.random.normal(keys[3], (3, d), jnp.float64))  # fmt: skip
     return X, y, model
 
 
@@ -199,16 +199,36 @@ def test_float32_is_refused_by_the_steps_and_auto_holds_its_kinks():
     assert _choose_method("auto", {}, True, 1e-4, loss, params, static, data) == "events"
 
 
-def test_two_layer_flow_steps_are_the_steps_of_its_loss_in_a_and_w():
-    # the data-basis field with the Gram coupling is the (a, W) gradient: the two stepped
-    # solves, one through each, agree to their tolerance on correlated inputs
-    X, y, model = _two_layer_problem()
-    tau, ts = float(np.log(100.0)), jnp.linspace(0.0, 8.0, 5)
+@pytest.mark.parametrize("n, d, horizon", [(6, 4, 8.0), (5, 8, 8.0)])
+def test_two_layer_flow_steps_are_the_steps_of_its_loss_in_a_and_w(n, d, horizon):
+    # d < n: two_layer_flow steps in (a, W) on X; n <= d: in the data basis, whose field
+    # with the Gram coupling is the (a, W) gradient. Either agrees to its tolerance with
+    # gradient_flow's steps on the (a, W) loss on correlated inputs
+    X, y, model = _two_layer_problem(n, d)
+    tau, ts = float(np.log(100.0)), jnp.linspace(0.0, horizon, 5)
     sol = two_layer_flow(X, y, model, ts, time_scale=tau, rtol=1e-4, atol=1e-12, method="steps")
 
     ref = gradient_flow(model, _square, ts, args=(X, y), time_scale=tau, rtol=1e-4, atol=1e-12,
                         method="steps")  # fmt: skip
     assert sol.ok and ref.ok and sol.method == ref.method == "steps"
-    assert ref.loss[-1] < 0.7 * ref.loss[0]  # through its first drop
+    assert ref.loss[-1] < 0.75 * ref.loss[0]  # through its first drop
     np.testing.assert_allclose(sol.loss, ref.loss, rtol=2e-4)
     assert _distance(sol.model, ref.model) <= 2e-4 * _distance(ref.model, None)
+    assert sol.stats["extrapolation_order"] in (1, 2) and sol.stats["error_estimate"] <= 1
+
+
+def test_auto_steps_two_layer_flow_at_a_loose_tolerance_only():
+    # m n = 4,096 kink entries: rtol 1e-3 steps (in (a, W): d < n), the default rtol holds
+    # the events; both on the same flow to the steps' tolerance
+    keys = jax.random.split(jax.random.PRNGKey(3), 4)
+    n, d, m = 256, 8, 16
+    X = jax.random.normal(keys[0], (n, d), jnp.float64) / np.sqrt(d)
+    y = jax.random.normal(keys[1], (n,), jnp.float64)
+    a = 0.1 * jax.random.normal(keys[2], (m,), jnp.float64)
+    model = TwoLayerReLU(a, 0.1 * jax.random.normal(keys[3], (m, d), jnp.float64) / np.sqrt(d))
+    ts = jnp.linspace(0.0, 0.5, 3)
+    loose = two_layer_flow(X, y, model, ts, rtol=1e-3, atol=1e-10)
+    assert loose.ok and loose.method == "steps"
+    held = two_layer_flow(X, y, model, ts)
+    assert held.ok and held.method == "events" and held.stats["num_kink_events"] > 0
+    np.testing.assert_allclose(loose.loss, held.loss, rtol=1e-3)

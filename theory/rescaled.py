@@ -63,7 +63,9 @@ def gradients(amp, act, slope, r, gram=None):
     """(g_a, g_z): the loss gradient of each neuron in a and z, divided by e^lam_j."""
     n = r.shape[0]
     weighted = slope * r[None, :]
-    if gram is not None:
+    if callable(gram):  # the product with G, as a function (a factored G)
+        weighted = gram(weighted)
+    elif gram is not None:
         weighted = weighted @ gram
     return act @ r / n, amp[:, None] * weighted / n
 
