@@ -216,11 +216,13 @@ def two_layer_flow(
       and rtol >= 1e-5 and neither of those options is given, else `"events"`
       (`gradient_flow`'s rule, with its fallback to the events where the steps fall
       short): at the default rtol = 1e-8 the events. On Gaussian inputs (d = 32, m = 40,
-      alpha = 1e-10, t <= 30) the events took 32 s at n = 128 (6,830 kink events) and
-      174 s at n = 256 (13,315), where the steps at rtol 1e-2 took 1.0 s and 2.6 s for a
-      loss 3.8e-4 and 4.1e-4 off the events' (gradient descent at 1e-3: 2.6 s and 2.3 s;
-      `benchmarks.two_layer_vs_gd --large`). On small problems the events win: at n = 12,
-      m = 8 they took 0.1 s where the steps took 18 s at rtol 1e-3 (its escape is steep).
+      alpha = 1e-10, t <= 30, 601 save times; `benchmarks.two_layer_vs_gd --large`) the
+      events took 27.5 s at n = 128 (6,830 kink events) and 134 s at n = 256 (13,312),
+      3.3e-5 and 8.8e-6 off gradient descent extrapolated; the steps at rtol 1e-2 took
+      5.6 s and 5.0 s for 2.2e-4 and 2.9e-4, where gradient descent takes 2.8 s and 2.5 s
+      for 1e-3 and about twice the steps' time for their accuracy. On small problems the
+      events win: at n = 12, m = 8 they took 0.1 s where the steps took 18 s at rtol 1e-3
+      (its escape is steep).
 
     **Returns:** a `TwoLayerFlowSolution`. `jax.jit` and `jax.vmap` over models and data
     work (a batch runs as many kink events as its slowest member).
