@@ -283,7 +283,6 @@ def stepped_fields(model, X, y, ts, tau, gram_tol, tolerances, save_trajectory) 
     rtol, atol, max_steps = tolerances
     dtype = X.dtype
     G = _gram(X, gram_tol)
-    X_pinv = jnp.linalg.pinv(X)
     Z0 = model.W @ X.T
     weights = X.shape[1] < X.shape[0]
     if weights:
@@ -296,20 +295,23 @@ def stepped_fields(model, X, y, ts, tau, gram_tol, tolerances, save_trajectory) 
     )  # fmt: skip
     loss = jax.vmap(lambda p: value(p, data))(trajectory)
     a, Z = trajectory
-    if weights:
-        Z = Z @ X.T
+    if weights:  # the nets are the trajectory itself; Z = W X^T for the scales and pattern
+        net, Z = TwoLayerReLU, Z @ X.T
+        params = trajectory
+    else:
+        X_pinv = jnp.linalg.pinv(X)
 
-    def net(a, Z):
-        return TwoLayerReLU(a, model.W + (Z - Z0) @ X_pinv.T)
+        def net(a, Z):
+            return TwoLayerReLU(a, model.W + (Z - Z0) @ X_pinv.T)
 
-    final = net(a[-1], Z[-1]) if not weights else TwoLayerReLU(a[-1], trajectory[1][-1])
+        params = (a, Z)
+    final = net(*(x[-1] for x in params))
+    nets = jax.vmap(net)(*params) if save_trajectory else None
     result = name_nonfinite(result, (a[-1], Z[-1]), loss)
-    if save_trajectory:
-        saved = jax.vmap(net)(a, Z) if not weights else TwoLayerReLU(*trajectory)
     return dict(
         ts=ts, loss=loss,
         log_scale=0.5 * jnp.log(a * a + jnp.sum(Z * Z, axis=-1)),
-        model=final, trajectory=saved if save_trajectory else None,
+        model=final, trajectory=nets,
         pattern=(Z[-1] > 0).astype(jnp.int32), time_scale=tau, gram=G, result=result,
         stats=stats,
     )  # fmt: skip

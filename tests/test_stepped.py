@@ -206,7 +206,12 @@ def test_two_layer_flow_steps_are_the_steps_of_its_loss_in_a_and_w(n, d, horizon
     # gradient_flow's steps on the (a, W) loss on correlated inputs
     X, y, model = _two_layer_problem(n, d)
     tau, ts = float(np.log(100.0)), jnp.linspace(0.0, horizon, 5)
-    sol = two_layer_flow(X, y, model, ts, time_scale=tau, rtol=1e-4, atol=1e-12, method="steps")
+    sol = two_layer_flow(X, y, model, ts, time_scale=tau, rtol=1e-4, atol=1e-12, method="steps",
+                         save_trajectory=True)  # fmt: skip
+    path = sol.trajectory  # the nets at every save: the start, and the end the model
+    assert path.a.shape == (5, 3) and path.W.shape == (5, 3, d)
+    np.testing.assert_allclose(path.W[0], model.W, rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(path.W[-1], sol.model.W)
 
     ref = gradient_flow(model, _square, ts, args=(X, y), time_scale=tau, rtol=1e-4, atol=1e-12,
                         method="steps")  # fmt: skip
