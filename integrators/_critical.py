@@ -96,14 +96,17 @@ def _eigen_step(H, g, radius):
     (saddle-free Newton: a negative eigenvalue is stepped down as if positive), on the
     non-null eigenspace (|lambda| > NULL_EIGENVALUE ||H||: there a Newton step is rounding
     noise), with a Cauchy step down the gradient on the null one (its curvature taken to be
-    ||g|| / radius: a loss flat along g, linear or along a null direction that g has a part
-    in, still moves). mu >= 0 is the least (to 60 halvings of log mu) that keeps ||d|| <=
-    radius: in the eigenbasis ||d|| costs nothing to evaluate."""
+    max(||g|| / radius, |lambda|): a loss flat along g, linear or along a null direction
+    that g has a part in, still moves). mu >= 0 is the least (to 60 halvings of log mu)
+    that keeps ||d|| <= radius: in the eigenbasis ||d|| costs nothing to evaluate."""
     lam, V = jnp.linalg.eigh(0.5 * (H + H.T))
     c = V.T @ g
     scale = jnp.max(jnp.abs(lam))
     live = jnp.abs(lam) > NULL_EIGENVALUE * scale
-    flat = jnp.linalg.norm(g) / radius
+    # (at least the eigenvalue itself, so that the model's decrease stays positive; and
+    # positive where g = 0)
+    flat = jnp.maximum(jnp.linalg.norm(g) / radius, jnp.finfo(g.dtype).tiny)
+    flat = jnp.maximum(flat, jnp.abs(lam))
 
     def coefficients(mu):
         return jnp.where(live, -c / (jnp.abs(lam) + mu), -c / (flat + mu))

@@ -101,8 +101,9 @@ class GradientFlowSolution(AbstractSolution):
     - `time_scale`: tau; `result`, `stats`: diffrax's outcome and step counts.
     - `log_scale` (T, U): kappa_u, each unit's log size, with `units=`; else `None`.
     - `method`: which solve ran, `"events"` (diffrax, kinks held) or `"steps"` (Euler levels
-      extrapolated, `integrators._stepped`; its `stats` hold `num_levels`, `finest_step`
-      and `error_estimate`, the scaled gap that made it ok where at most 1).
+      extrapolated, `integrators._stepped`; its `stats` hold `num_levels`, `finest_step`,
+      `error_estimate`, the scaled gap that made it ok where at most 1, and
+      `extrapolation_order`, 2 or 1, the extrapolant returned).
 
     >>> model = eqx.nn.Linear(1, 1, key=jax.random.PRNGKey(0))
     >>> loss = lambda m, args: 0.5 * jnp.sum((m(jnp.ones(1)) - 2.0) ** 2)
@@ -435,7 +436,6 @@ def _steady_event(tol, land, plain_loss, to_params, stepsize_controller):
     return diffrax.Event(steady, root_finder=optx.Newton(rtol=rtol, atol=atol)), steady
 
 
-@eqx.filter_jit
 def _steady_end(sol, ts, y0, held, steady, save, end):
     """Where the steady-state event stopped the solve: (t_stop, y_final, stopped, result,
     saved), the saves after the stop held at its values."""
@@ -461,6 +461,7 @@ def _checked_result(result, saved, small):
     return RESULTS.where(small & (result == RESULTS.successful), RESULTS.below_tolerance, result)
 
 
+@eqx.filter_jit
 def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
     """The solve, compiled once per shapes and options (the inputs are checked)."""
     observables, save_trajectory, hold_kinks = (

@@ -139,8 +139,9 @@ class TwoLayerFlowSolution(AbstractSolution):
     - `time_scale`: tau; `gram` (n, n): the Gram matrix the flow used (after `gram_tol`).
     - `stats`: `num_steps`, `num_accepted_steps`, `num_rejected_steps` summed over the
       solves between kinks, `num_kink_events` and `num_sliding_entries`; with
-      `method="steps"` the Euler steps of all levels, `num_levels`, `finest_step` and
-      `error_estimate` (`integrators._stepped`).
+      `method="steps"` the Euler steps of all levels, `num_levels`, `finest_step`,
+      `error_estimate` and `extrapolation_order` (`integrators._stepped`; in the weights
+      (a, W) where d < n, so its parameters' test is on (a, W), else on (a, Z = W X^T)).
     - `method`: which solve ran, `"events"` or `"steps"`; with `"steps"` the `pattern` is
       the sign of each z_ji (1 where > 0, else 0: time-stepping does not tell a sliding
       entry, which it chatters across, from an inactive one).

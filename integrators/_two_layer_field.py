@@ -46,8 +46,8 @@ class _Frame(eqx.Module):
     r0: Float[Array, " n"] | None = None
     # each entry's distance where the segment started (`_event_condition`); None: unscaled
     d0: Float[Array, "m n"] | None = None
-    # a factor F (n, k) with G = F F^T where k < n / 2 (`_gram_factor`): products with G
-    # then cost 2 m n k instead of m n^2; None: the products use G itself
+    # a factor F (n, k) with G = F F^T where k < n / 2 (X itself: `_two_layer_solve._setup`):
+    # products with G then cost 2 m n k instead of m n^2; None: the products use G itself
     F: Float[Array, "n k"] | None = None
 
 

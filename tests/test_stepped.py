@@ -216,7 +216,7 @@ def test_two_layer_flow_steps_are_the_steps_of_its_loss_in_a_and_w(n, d, horizon
     ref = gradient_flow(model, _square, ts, args=(X, y), time_scale=tau, rtol=1e-4, atol=1e-12,
                         method="steps")  # fmt: skip
     assert sol.ok and ref.ok and sol.method == ref.method == "steps"
-    assert ref.loss[-1] < 0.75 * ref.loss[0]  # through its first drop
+    assert ref.loss[-1] < 0.7 * ref.loss[0]  # through its first drop
     np.testing.assert_allclose(sol.loss, ref.loss, rtol=2e-4)
     assert _distance(sol.model, ref.model) <= 2e-4 * _distance(ref.model, None)
     assert sol.stats["extrapolation_order"] in (1, 2) and sol.stats["error_estimate"] <= 1

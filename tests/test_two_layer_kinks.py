@@ -137,13 +137,16 @@ def test_a_sliding_exit_through_the_weights_pole_is_not_stepped_over():
 def test_a_factored_gram_gives_the_same_products_and_weights():
     # where d < n / 2 the flow multiplies by G = X X^T through X (2 m n d, not m n^2): the
     # products, the sliding weights and the field agree with the dense G's to rounding
+    # (three sliding entries per neuron, fewer than d: each G_SS is invertible)
     from integrators import _two_layer_field as F
 
-    keys = jax.random.split(jax.random.PRNGKey(4), 4)
+    keys = jax.random.split(jax.random.PRNGKey(4), 5)
     n, d, m = 24, 5, 3
     X = jax.random.normal(keys[0], (n, d), jnp.float64)
     G = X @ X.T
-    mode = jax.random.randint(keys[1], (m, n), 0, 3)
+    mode = jax.random.randint(keys[1], (m, n), 0, 2)
+    sliding = jax.vmap(lambda k: jax.random.permutation(k, n)[:3])(jax.random.split(keys[4], m))
+    mode = mode.at[jnp.arange(m)[:, None], sliding].set(2)
     psi = jax.random.normal(keys[2], (m, n + 1), jnp.float64)
     state = (jnp.zeros(m), psi.at[:, 1:].set(jnp.where(mode == 2, 0.0, psi[:, 1:])))
     y = jax.random.normal(keys[3], (n,), jnp.float64)
@@ -151,6 +154,10 @@ def test_a_factored_gram_gives_the_same_products_and_weights():
     factored = F._Frame(G, y, jnp.asarray(2.0), mode, jnp.asarray(1e-10), F=X)
     v = psi[:, 1:]
     np.testing.assert_allclose(F._times_gram(v, factored), v @ G, rtol=1e-12, atol=1e-12)
+    r = F._residual(*state, dense)[1]
+    sigma = F._sliding_weights(r, factored)
+    assert np.all(np.isfinite(sigma)) and np.count_nonzero(sigma) == 3 * m
+    np.testing.assert_allclose(sigma, F._sliding_weights(r, dense), rtol=1e-9, atol=1e-12)
     for a, b in zip(F._vector_field(0.0, state, factored), F._vector_field(0.0, state, dense),
                     strict=True):  # fmt: skip
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
