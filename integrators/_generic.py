@@ -230,10 +230,24 @@ def gradient_flow(
                        save_trajectory, max_steps)  # fmt: skip
         if method == "steps" or not fell_short(short):
             return short.raise_if_failed(throw)
+    out = _events(params, static, loss, ts, args, tau, (rtol, atol, max_steps), given,
+                  (observables, save_trajectory, hold_kinks))  # fmt: skip
+    return tried_steps(out, short).raise_if_failed(throw)
+
+
+def _events(params, static, loss, ts, args, tau, tolerances, given, saves):
+    """`gradient_flow`'s event-driven solve (checked inputs; `given`: the options of the
+    events alone, `saves`: observables, save_trajectory, hold_kinks), its sliding slots
+    regrown where they ran out and `max_sliding` was not given."""
+    rtol, atol, max_steps = tolerances
+    observables, save_trajectory, hold_kinks = saves
+    units, steady_state, max_sliding = given["units"], given["steady_state"], given["max_sliding"]
+    dtype = tau.dtype
     scale, tau = (None, tau) if units is None else _unit_scale(units, params, tau)
     tol = None
     if steady_state is not None:
         tol = jnp.asarray(check_positive("steady_state", steady_state, scalar=True), dtype)
+    stepsize_controller = given["stepsize_controller"]
     if stepsize_controller is None:
         stepsize_controller = default_controller(rtol, atol)
     floor = jnp.asarray(
@@ -241,7 +255,7 @@ def gradient_flow(
         / np.sqrt(getattr(stepsize_controller, "rtol", rtol)),
         dtype,
     )
-    solver = diffrax.Tsit5() if solver is None else solver
+    solver = diffrax.Tsit5() if given["solver"] is None else given["solver"]
 
     capacity = FIRST_CAPACITY if max_sliding is None else max_sliding
     options = _Options(
@@ -256,7 +270,7 @@ def gradient_flow(
             return _solve(params, static, loss, ts, args, tau, tol, scale, floor, grown)
 
         out = regrow(out, more, ts, capacity)
-    return tried_steps(out, short).raise_if_failed(throw)
+    return out
 
 
 def _choose_method(method, given, hold_kinks, rtol, loss, params, static, args) -> str:

@@ -181,6 +181,10 @@ def _richardson(fine, middle, coarse):
     return _tree(lambda a, b, c: (8 * a - 6 * b + c) / 3, fine, middle, coarse)
 
 
+def _first_order(fine, middle):
+    return _tree(lambda a, b: 2 * a - b, fine, middle)
+
+
 def _gap(new, old, loss_new, loss_old, rtol, atol):
     """The scaled gap between two extrapolated trajectories: the largest over save times of
     ||gap|| / (atol sqrt(P) + rtol ||theta||) in the parameters (P of them; the vector's
@@ -249,14 +253,10 @@ def stepped_solve(params, value, field, data, ts, tau, rtol, atol, options):
     def level(j):
         return _level(grad, params, ts, counts, tau, 2**j)
 
-    def candidates(fine, middle, coarse):
-        # the second-order extrapolant, and the first-order one 2 Y_j - Y_(j-1)
-        return _richardson(fine, middle, coarse), _tree(lambda a, b: 2 * a - b, fine, middle)
-
     def body(carry):
         j, coarse, middle, olds, loss_olds, _, steps = carry
         fine = level(j)
-        news = candidates(fine, middle, coarse)
+        news = (_richardson(fine, middle, coarse), _first_order(fine, middle))
         loss_news = tuple(losses(x) for x in news)
         gaps = jnp.stack(
             [
@@ -272,9 +272,9 @@ def stepped_solve(params, value, field, data, ts, tau, rtol, atol, options):
         return (jnp.min(gaps) > 1) & feasible & (j < options.max_levels) & (most * 2.0**j <= cap)
 
     y0, y1 = level(0), level(1)
-    olds = (y1, _tree(lambda a, b: 2 * a - b, y1, y0))
     zero = losses(y0)
-    carry = (2, y0, y1, olds, (zero, zero), jnp.full((2,), jnp.inf, dtype), first * 3)
+    # (the candidates before the third level are placeholders: their gaps are not taken)
+    carry = (2, y0, y1, (y1, y1), (zero, zero), jnp.full((2,), jnp.inf, dtype), first * 3)
     j, _, fine, news, _, gaps, steps = jax.lax.while_loop(more, body, carry)
     # the candidate with the smaller estimate (the second-order one where they tie)
     pick = jnp.argmin(gaps)

@@ -1,6 +1,7 @@
 """The field of `two_layer_flow` in its log-scale coordinates: the residual, the Filippov
 sliding weights on a kink, the velocity, and the classification of kink events."""
 
+import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -356,9 +357,7 @@ def _classify(state, frame, candidates):
         # the classification keeps inside [0, 1] by rounding should not start the next
         # segment outside it, past its event (what is left, rounding, the segment's guard
         # catches: `two_layer_flow`'s module docstring)
-        return _Frame(
-            frame.G, frame.y, frame.tau, mode, frame.slow, _refactor(base, mode), F=frame.F
-        )
+        return dataclasses.replace(frame, mode=mode, factor=_refactor(base, mode), r0=None, d0=None)
 
     was_sliding = frame.mode == SLIDING
 
@@ -385,7 +384,7 @@ def _classify(state, frame, candidates):
         d=(zeros, zeros),
     )  # fmt: skip
     # (the frame as `with_mode` builds them: no segment's r0 and d0)
-    first = _Frame(frame.G, frame.y, frame.tau, frame.mode, frame.slow, frame.factor, F=frame.F)
+    first = dataclasses.replace(frame, r0=None, d0=None)
     now, c = jax.lax.while_loop(lambda carry: carry[1]["phase"] != 3, step, (first, c0))
     released = c["released"]
     d_minus, d_plus = c["d"]

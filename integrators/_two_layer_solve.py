@@ -2,6 +2,7 @@
 iteration classifies the kink event that ended the previous segment, then solves to the next
 event with the pattern held."""
 
+import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -80,6 +81,11 @@ def _setup(X, y, ts, tau, limits, solver, options) -> _Setup:
     )  # fmt: skip
 
 
+def _frame(s: _Setup, mode, factor) -> _Frame:
+    """The field's frame of a pattern (`mode`) and its sliding factor."""
+    return _Frame(s.G, s.y, s.tau, mode, s.slow, factor, F=s.F)
+
+
 def _save(t, state, frame):
     kappa, psi = state
     r = _residual(kappa, psi, frame)[1]
@@ -92,11 +98,11 @@ def _segment(s: _Setup, t0, state, mode, factor, ts_win, dt0):
     dt0."""
     # the pattern holds until the next event: the sliding systems' inverses are the
     # classification's (`_classify`), applied at every evaluation
-    frame = _Frame(s.G, s.y, s.tau, mode, s.slow, factor, F=s.F)
+    frame = _frame(s, mode, factor)
     r0 = _residual(*state, frame)[1]
-    d0 = _distance(state, _Frame(s.G, s.y, s.tau, mode, s.slow, factor, r0, F=s.F))
+    d0 = _distance(state, dataclasses.replace(frame, r0=r0))
     # the event condition measures each entry in units of its distance here
-    frame = _Frame(s.G, s.y, s.tau, mode, s.slow, factor, r0, d0, F=s.F)
+    frame = dataclasses.replace(frame, r0=r0, d0=d0)
     # an entry already past its kink (a sliding weight that rounding put a hair outside
     # [0, 1] when the pattern was set): its crossing would never be seen, so the segment
     # ends where it starts, with an event there
@@ -176,7 +182,7 @@ def _merge(saved, old_saved, old_filled, ts_win, start, t0, t1):
 def _body(s: _Setup, c: dict) -> dict:
     """One iteration: classify the event that ended the previous segment (`pending`; at
     t = 0 the kinks of the init), then solve to the next event."""
-    frame0 = _Frame(s.G, s.y, s.tau, c["mode"], s.slow, c["factor"], F=s.F)
+    frame0 = _frame(s, c["mode"], c["factor"])
     state, mode, entered, factor = _new_pattern(s, c["state"], frame0, c["initial"], c["pending"])
     T = s.ts.shape[0]
     start = jnp.minimum(jnp.sum(c["filled"]), T - s.window)  # saved times are a prefix
@@ -268,10 +274,15 @@ def _basis_field(p, data):
     return ga, gZ @ data[0]
 
 
-def _input_field(p, data):
-    """The flow's field over tau in the weights (a, W) on X itself (`_gd`'s loss): where
-    d < n a step costs O(m n d), not the data basis's O(m n^2)."""
-    return jax.grad(input_loss)(p, *data)
+def _weight_loss(p, data):
+    """L in the weights (a, W) on X: data = (X, y) (`_gd`'s loss)."""
+    return input_loss(p, *data)
+
+
+def _weight_field(p, data):
+    """The flow's field over tau in the weights: the plain gradient (a step costs O(m n d),
+    not the data basis's O(m n^2))."""
+    return jax.grad(_weight_loss)(p, data)
 
 
 @eqx.filter_jit
@@ -283,11 +294,11 @@ def stepped_fields(model, X, y, ts, tau, gram_tol, tolerances, save_trajectory) 
     rtol, atol, max_steps = tolerances
     dtype = X.dtype
     G = _gram(X, gram_tol)
-    Z0 = model.W @ X.T
     weights = X.shape[1] < X.shape[0]
     if weights:
-        start, value, field, data = (model.a, model.W), _weight_loss, _input_field, (X, y)
+        start, value, field, data = (model.a, model.W), _weight_loss, _weight_field, (X, y)
     else:
+        Z0 = model.W @ X.T
         start, value, field, data = (model.a, Z0), _basis_loss, _basis_field, (G, y)
     trajectory, result, stats = stepped_solve(
         start, value, field, data, ts, tau,
@@ -315,8 +326,3 @@ def stepped_fields(model, X, y, ts, tau, gram_tol, tolerances, save_trajectory) 
         pattern=(Z[-1] > 0).astype(jnp.int32), time_scale=tau, gram=G, result=result,
         stats=stats,
     )  # fmt: skip
-
-
-def _weight_loss(p, data):
-    """L in the weights (a, W) on X: data = (X, y) (`_gd`'s loss)."""
-    return input_loss(p, *data)

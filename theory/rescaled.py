@@ -77,8 +77,8 @@ def field(log_size, amp, psi, y, tau, *, act, slope, moving, gram=None, gauge="n
     `slope` (m, n): s_ji; `moving` (m, n): the components of psi that move (the others get an
     exactly zero derivative: the frozen components of orthonormal data, the sliding entries
     of `two_layer_flow`, held at 0); `gram`: G, `None` for the identity, or a function
-    v -> v @ G (a factored G); `r`: the residual,
-    computed from the others when `None`. With `gauge="balanced"`, `amp` must be the signs."""
+    v -> v @ G (a factored G); `r`: the residual, computed from the others when `None`.
+    With `gauge="balanced"`, `amp` must be the signs."""
     if r is None:
         r = residual(log_size, amp, act, y)
     g_a, g_z = gradients(amp, act, slope, r, gram)
