@@ -86,7 +86,6 @@ class CriticalPointSolution(AbstractSolution):
         return self.spectrum.morse_exact
 
 
-DENSE_STEPS_MAX = 512  # parameters up to which a "minimum" step is solved by eigh of H
 NULL_EIGENVALUE = 1e-13  # |lambda| below this times ||H||: rounding, no step along it
 
 
@@ -139,7 +138,7 @@ def _polish(f, x0, kind, tol, max_steps, max_iter):
     # (`"any"` keeps MINRES: its exact least-squares step in the eigenbasis stalled at
     # ||grad|| 1e-9 on the minimum manifold of a 56-parameter tanh net, where MINRES reached
     # 1e-10 in 1,520 steps: on ||grad||^2 ~ 1e-18 its acceptance ratio is rounding)
-    dense = kind == "minimum" and x0.size <= DENSE_STEPS_MAX
+    dense = kind == "minimum" and x0.size <= DENSE_MAX  # as the dense spectrum
 
     def merit(fx, g):
         return jnp.sum(g * g) if kind == "any" else fx
@@ -291,12 +290,14 @@ def critical_point(
       36): run the flow closer first, or use `"minimum"` where a minimum is wanted.
     - `kind="minimum"`: Steihaug's truncated CG on the quadratic model of L (as scipy's
       `trust-ncg`), accepted where L decreases: it goes downhill past saddles to a minimum,
-      and is much faster than `"any"` from far away. Up to P = 512 each step is instead
+      and is much faster than `"any"` from far away. Up to P = 1024 each step is instead
       exact on the Hessian's non-null eigenspace (the Hessian by P products, `eigh`,
       saddle-free: d = -V (c / (|lambda| + mu)), a Cauchy step on the null eigenspace): on
       a near-interpolating softplus net (4-36-1, 217 parameters, 200 samples, from Adam)
       the truncated CG steps converged linearly, ||grad|| 2.9e-7 after 2,000 steps, where
-      these reach 7.4e-11 in 562 (14 s; scipy's BFGS: 10,049 iterations, 218 s).
+      these reach 7.4e-11 in 562 (14 s; scipy's BFGS: 10,049 iterations, 218 s); on a
+      3-20-20-1 tanh net (521 parameters, 150 samples, from its init) 2.7e-11 in 755 steps
+      (55 s), where the CG steps stopped at 5.5e-8 after 1,000 (23 s, not ok).
 
     The spectrum at the end is dense (all P eigenvalues) for P <= 1024, else the
     `num_eigenpairs` smallest and largest by Lanczos (residuals 1e-8 x ||H||, at most 30
