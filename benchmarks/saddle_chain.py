@@ -76,6 +76,7 @@ def _row(c: dict, saddle: int, **extra) -> dict:
         "loss": c["loss"], "grad_norm": c["grad_norm"], "ok": c["ok"], "result": c["result"],
         "morse_index": c["morse_index"], "morse_exact": c["morse_index"] >= 0,
         "morse_lower": c["morse_lower"], "escape_angle": c["escape_angle"],
+        "flow_grad_norm": c["flow_grad_norm"],
     }  # fmt: skip
 
 
@@ -267,7 +268,11 @@ def _angle(value) -> str:
 
 
 def _index(row) -> str:
-    """The certified Morse index, or the bound reached where it is not certified."""
+    """The certified Morse index, or the bound reached where it is not certified; a dash
+    where the polish found no critical point (the Hessian's inertia at a point that is not
+    one is no saddle's index)."""
+    if not row["ok"] and row.get("result") != "left_piece":
+        return "-"
     return str(row["morse_index"]) if row["morse_exact"] else f">= {row['morse_lower']}"
 
 
@@ -278,6 +283,12 @@ def _why(row) -> str:
     return f" (not ok: {row.get('result', '?').removeprefix('RESULTS.')})"
 
 
+def _flow_grad(row) -> str:
+    """The flow's ||grad L|| where the plateau was read (a dash in results before it)."""
+    g = row.get("flow_grad_norm")
+    return "-" if g is None else f"{g:.1e}"
+
+
 def _distance(row) -> str:
     d = row["distance_to_prediction"]
     return "-" if d is None else f"{d:.1e}"
@@ -285,15 +296,16 @@ def _distance(row) -> str:
 
 def table(results: dict) -> str:
     lines = [
-        "| width | saddle | t | loss | ‖grad‖ | index | escape angle (rad) |",
-        "|---|---|---|---|---|---|---|",
+        "| width | saddle | t | flow's ‖grad‖ | loss | ‖grad‖ | index | escape angle (rad) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     tanh = [r for r in results["rows"] if r.get("data") is None]
     ts_rows = [r for r in results["rows"] if r.get("data") == "teacher_student"]
     ortho = [r for r in results["rows"] if r.get("data") == "orthonormal"]
     for r in tanh:
         lines.append(
-            f"| {r['width']} | {r['saddle']} | {r['time']:.1f} | {r['loss']:.6g} | "
+            f"| {r['width']} | {r['saddle']} | {r['time']:.1f} | {_flow_grad(r)} | "
+            f"{r['loss']:.6g} | "
             f"{r['grad_norm']:.1e}{_why(r)} | {_index(r)} | {_angle(r['escape_angle'])} |"
         )
     lines += ["", "| width | P | W1 / ‖H‖ | SLQ s | dense s |", "|---|---|---|---|---|"]
@@ -338,14 +350,14 @@ def plot_chain(results: dict, path) -> None:
         ax.semilogy(c["ts"], c["loss"], f"C{i}-", label=f"width {c['width']}")
         for r in results["rows"]:
             if r["width"] == c["width"] and r.get("data") is None:
-                label = r["morse_index"] if r["morse_exact"] else f">={r['morse_lower']}"
-                label = f"{label}" if r["ok"] else f"{label}?"  # ?: not polished to tol
+                label = _index(r).replace(" ", "")
+                label = label if r["ok"] else f"{label}?"  # ?: not polished to tol
                 ax.plot(r["time"], r["flow_loss"], f"C{i}o" if r["ok"] else f"C{i}x")
                 ax.annotate(label, (r["time"], r["flow_loss"]), textcoords="offset points",
                             xytext=(4, 4 + 10 * i), fontsize=8, color=f"C{i}")  # fmt: skip
     ax.set_xlabel("time")
     ax.set_ylabel("loss")
-    ax.set_title("saddle chains: each plateau's Morse index (?: not a critical point to tol)")
+    ax.set_title("saddle chains: each plateau's Morse index (?: no critical point to tol)")
     ax.legend()
     save_figure(fig, path)
 

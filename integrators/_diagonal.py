@@ -78,10 +78,25 @@ def diagonal_flow(
     """The gradient flow of beta = u*u - v*v from u = v = alpha 1, exactly, in the rescaled
     clock t = tau t~ with `time_scale` tau = log(1/alpha) (module docstring).
 
-    `X` (n, d), `y` (n,): any real data. `ts` (T,): increasing save times from `ts[0]`
-    (S = 0 there: the flow starts at the initialization at `ts[0]`). `rtol`, `atol`: on S;
-    `save_trajectory`: also save beta and S at every `ts` (T x d numbers);
-    `solver`: default Rodas5P (L-stable, Woodbury linear solves). Jit-compiled and `jax.vmap`-able.
+    **Arguments:**
+
+    - `X` (n, d), `y` (n,): any real, finite regression data.
+    - `ts` (T,): nondecreasing save times from `ts[0]` >= 0 (S = 0 there: the flow starts at
+      the initialization at `ts[0]`).
+    - `time_scale`: tau = log(1/alpha) > 0, finite.
+    - `rtol` > 0, `atol` >= 0: the solver's tolerances on S; `max_steps` >= 1 its budget.
+    - `save_trajectory`: also save beta and S at every `ts` (T x d numbers).
+    - `solver`: a diffrax adaptive solver; default Rodas5P (L-stable, Woodbury linear
+      solves).
+    - `throw`: raise where the solve fails instead of saying so through `result`.
+
+    **Returns:** a `DiagonalFlowSolution` (loss at `ts`, final beta and S, the trajectory
+    where asked). Jit-compiled and `jax.vmap`-able.
+
+    **Raises:** `ValueError` on data that are not (n, d) and (n,), real and finite; a
+    `time_scale` not finite and > 0; a negative or non-finite tolerance, `max_steps` < 1; a
+    `solver` that is not a diffrax adaptive solver; `ts` not finite, >= 0 and nondecreasing;
+    a non-boolean `save_trajectory`.
 
     One coordinate, y = 1: a logistic jump from loss 1/2 to 0 at t~ = 1/2 - log(1 + sqrt 2) /
     (4 tau); at t~ = 1/2, beta = 1/2 and the loss is 1/8.

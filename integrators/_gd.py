@@ -256,10 +256,23 @@ def stable_gradient_descent(
 
     K is the tangent kernel (`dynamics.tangent_kernel`); 1 / lambda_max is half the edge of
     stability 2 / lambda_max, and the kernel can grow during training at small width, hence
-    the halving. `kernel_max` passes lambda_max(K(theta_0)) when it is already known (inside
-    a sharded sweep on XLA:CPU, compute it outside: LAPACK there can deadlock, see
-    `integrators.sweep`). The solution's `learning_rate` is the step that was used;
-    `orthonormal` is `gradient_descent`'s.
+    the halving.
+
+    **Arguments:**
+
+    - `X` (n, d), `y` (n,), `model` (a `dynamics.TwoLayerReLU`): as for `gradient_descent`.
+    - `kernel_max`: lambda_max(K(theta_0)) > 0 where it is already known (inside a sharded
+      sweep on XLA:CPU, compute it outside: LAPACK there can deadlock, see
+      `integrators.sweep`); None computes it (`dynamics.tangent_kernel_max`).
+    - `halvings` >= 0: the most halvings of the step tried.
+    - `tol`, `max_steps`, `num_checkpoints`, `orthonormal`, `throw`: `gradient_descent`'s.
+
+    **Returns:** the `GradientDescentSolution` of the run at the step that was used (its
+    `learning_rate`).
+
+    **Raises:** `ValueError` where `model` is not a `TwoLayerReLU`, `kernel_max` is not
+    finite and > 0 (0 at a flat saddle: no step can be read from it), `halvings` is not a
+    non-negative int, or on anything `gradient_descent` refuses.
 
     >>> X, y = jnp.eye(2), jnp.array([1.5, -0.5])
     >>> model = TwoLayerReLU(jnp.array([1.0, -1.0]), jnp.eye(2))

@@ -83,9 +83,25 @@ def margin_gradient_descent(
 
     L(W) = (1/n) sum_i l(y_i f(x_i; W)) with l(u) = exp(-u) (default) or log(1 + exp(-u)),
     computed overflow-safe (`dynamics.margin_loss`). The second layer `model.a` stays fixed.
-    One compiled loop of `max_steps` steps, recorded at `num_checkpoints` log-spaced steps
-    (`checkpoint_steps`); pure and `jax.vmap`-able over models and data; `learning_rate` may be
-    an array. `throw=True` raises where the run diverged.
+
+    **Arguments:**
+
+    - `X` (n, d): real, finite inputs; `y` (n,): labels, each +1 or -1.
+    - `model`: a `dynamics.LeakyReLUNet` with `W` (m, d), finite; its `a` is not trained.
+    - `learning_rate`: eta > 0, finite (a scalar; an array under `jax.vmap`).
+    - `max_steps` >= 1: the steps of the one compiled loop; `num_checkpoints` >= 1: how many
+      log-spaced steps are recorded (`checkpoint_steps`).
+    - `loss`: `"exponential"` (l(u) = exp(-u)) or `"logistic"` (log(1 + exp(-u))).
+    - `normalized`: step on log L instead of L.
+    - `throw`: raise where the run diverged instead of saying so through `result`.
+
+    **Returns:** a `MarginGradientDescentSolution` (loss, trajectory, activation patterns and
+    normalized margins at the checkpoints). Pure and `jax.vmap`-able over models and data.
+
+    **Raises:** `ValueError` where `model` is not a `LeakyReLUNet`, `X` is not a real 2-D
+    array, `y` is not (n,) of +-1, `model.W` is not (m, d), `loss` is another name,
+    `normalized` is not a bool, a checkpoint count is not positive, or `X`, `model.W`,
+    `model.a` or `learning_rate` are not finite (`learning_rate` not > 0).
 
     >>> X = jnp.array([[3.0, 1.0], [-3.0, 1.0]]); y = jnp.array([1.0, -1.0])
     >>> net = LeakyReLUNet(jnp.zeros((2, 2)), jnp.array([1.0, -1.0]), 0.1)

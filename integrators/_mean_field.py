@@ -177,20 +177,39 @@ def mean_field_flow(
 ) -> MeanFieldFlowSolution:
     """Integrate dw_i/dt = -lambda_t w_i - m grad_{w_i} L from `model` and save the observables.
 
-    `weight_decay` lambda >= 0 (`ValueError` otherwise; an array, so sweeps do not recompile)
-    acts until `decay_off`, then lambda = 0 so that the loss can go to 0. `samples` = (X, y)
-    switches to the finite-sample loss over those n points (in batches of `batch_size`);
-    by default the population loss is used. Pure and `jax.vmap`-able over seeds. The net's
-    activation must be the target's.
+    **Arguments:**
 
-    `solver` defaults to `diffrax.Tsit5()`, `stepsize_controller` to a PID controller at
-    `rtol`/`atol` with `decay_off` as a jump time (a controller you pass should declare that jump
-    itself). `progress` (True, or a diffrax meter such as `diffrax.TqdmProgressMeter()`) reports how
-    far the solve is, for long finite-sample runs. Tolerances default to rtol = 1e-6, atol = 1e-8
-    for the population loss (a smooth kernel) and rtol = 1e-4, atol = 1e-6 for finite samples: there
-    every sample puts a kink of |z| in every neuron's field, the error estimate jumps at each
-    crossing, and a tight rtol buys steps (an order of magnitude more at rtol = 1e-6) without
-    changing the loss beyond the sampling noise. `throw=True` raises where the solve fails.
+    - `target`: a `dynamics.MultiIndexTarget` (e.g. `dynamics.standard_target`).
+    - `model`: a `dynamics.MeanFieldNet`, `W` (m, d) finite, its activation the target's.
+    - `ts` (T,): nondecreasing save times, finite and >= 0.
+    - `weight_decay`: lambda >= 0, finite (an array, so sweeps do not recompile); it acts
+      until `decay_off` (one time from `ts[0]` on, or inf), then lambda = 0 so that the loss
+      can go to 0.
+    - `samples`: None for the population loss, or (X (n, d), y (n,)), finite, for the
+      finite-sample loss over those n points, in batches of `batch_size` (>= 1; only with
+      `samples`).
+    - `rtol`, `atol`: default rtol = 1e-6, atol = 1e-8 for the population loss (a smooth
+      kernel) and 1e-4, 1e-6 for finite samples: there every sample puts a kink of |z| in
+      every neuron's field, the error estimate jumps at each crossing, and a tight rtol buys
+      steps (an order of magnitude more at rtol = 1e-6) without changing the loss beyond the
+      sampling noise. `max_steps` >= 1: the solver's budget.
+    - `solver`: default `diffrax.Tsit5()`; `stepsize_controller`: default a PID controller
+      at `rtol`/`atol` with `decay_off` as a jump time (a controller you pass should declare
+      that jump itself).
+    - `progress`: True, or a diffrax meter such as `diffrax.TqdmProgressMeter()`: how far
+      the solve is, for long finite-sample runs.
+    - `throw`: raise where the solve fails instead of saying so through `result`.
+
+    **Returns:** a `MeanFieldFlowSolution`: population and training loss and the observables
+    (alpha, beta1, beta2, alignment) at `ts`, the final net. Pure and `jax.vmap`-able over
+    seeds.
+
+    **Raises:** `ValueError` where `model` is not a `MeanFieldNet` or `target` not a
+    `MultiIndexTarget`, their dimensions or activations differ, `weight_decay` is negative
+    or not finite, `model.W` or `samples` are not finite or of the wrong shapes,
+    `batch_size` comes without `samples` or is not a positive int, `decay_off` is not one
+    time from `ts[0]` on, a tolerance, `max_steps`, `solver` or `ts` is refused as in
+    `gradient_flow`.
 
     >>> from dynamics import mean_field_init, standard_target
     >>> target = standard_target(2, 6)

@@ -229,17 +229,32 @@ def sweep(
     **Arguments:**
 
     - `run`: one seed's simulation; returns a dict of arrays (fixed shapes). Pure, jit-able.
+    - `seeds` >= 1: how many seeds at every grid point (seed i's key is
+      `fold_in(PRNGKey(base_seed), i)`; `base_seed` >= 0).
     - `make`: one seed's instance from its key (default: the key itself).
     - `grid`: the grid points, each a dict of parameters passed to `make` and `run` as keywords.
       Parameters named in `static` are Python values (shapes: width, n) and compile once per
       distinct value; the others become arrays, so a sweep over alpha compiles once.
-    - `out`: folder for chunk files and the manifest; `None` keeps everything in memory.
+    - `out`: folder for chunk files and the manifest; `None` keeps everything in memory. A
+      folder that holds this sweep's chunks (the same fingerprint) is resumed: only missing
+      chunks are computed. `name`: the sweep's name in the manifest and in progress lines.
     - `config`: anything else that defines the sweep (it enters the fingerprint, by content).
     - `chunk_size`: seeds per chunk (default: 64 rounded to devices x batch, or fewer when
       there are fewer seeds; at most `seeds`); a resumed sweep keeps the chunk size of its
       manifest. A chunk is padded to a multiple of the device count, never further.
       `batch_size`: seeds vmapped together per device (default: the cache rule,
       `pick_batch_size`). Both must be positive integers (`ValueError`).
+    - `progress`: print a line per chunk to stderr.
+
+    **Returns:** a `SweepSolution`: per point, the outputs with a leading seed axis, the
+    chunks that failed (with their errors; a failed chunk does not stop the sweep), what was
+    computed or loaded, and the seconds.
+
+    **Raises:** `ValueError` where `run` or `make` is not callable, `grid` is not a
+    non-empty list of dicts, `static` names a parameter missing from a point, `out` is a
+    file, `config` is not a dict, or a count (`seeds`, `base_seed`, `chunk_size`,
+    `batch_size`) is not a positive int (`base_seed` non-negative). `SweepConfigError` where
+    `out` holds another sweep (another fingerprint: it names what differs).
 
     >>> res = sweep(lambda key, alpha: {"x": alpha * jax.random.normal(key)}, seeds=100,
     ...             grid=[{"alpha": 0.1}, {"alpha": 1.0}], progress=False)

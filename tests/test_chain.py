@@ -33,6 +33,11 @@ def test_the_first_plateau_of_a_small_tanh_net_is_the_origin_saddle_left_along_u
     assert first["morse_index"] == 3 and first["unstable"].shape == (3, 12)
     assert first["escape_angle"] < 1e-2
     np.testing.assert_allclose(first["loss"], 0.5 * float(jnp.mean(y**2)), rtol=1e-12)
+    # the flow's own gradient where the plateau was read, from the saved trajectory
+    i = int(np.argmin(np.abs(np.asarray(sol.ts) - first["time"])))
+    at = jax.tree_util.tree_map(lambda x: x[i] if eqx.is_array(x) else x, sol.trajectory)
+    g = jax.flatten_util.ravel_pytree(eqx.filter_grad(loss)(at, (X, y)))[0]
+    np.testing.assert_allclose(first["flow_grad_norm"], float(jnp.linalg.norm(g)), rtol=1e-12)
     with pytest.raises(ValueError, match="save_trajectory"):
         saddle_chain(gradient_flow(mlp, loss, ts, args=(X, y)), loss, args=(X, y))
 
