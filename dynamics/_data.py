@@ -70,7 +70,21 @@ def _orthogonal_data(key, n, d, dtype, labels):
 def correlated_data(n: int, c, *, key: PRNGKeyArray, dtype=None) -> Float[Array, "n n+1"]:
     """n unit inputs in R^(n+1) with every pairwise correlation x_i . x_k = c (i != k):
     x_i = sqrt(1 - c) q_i + sqrt(c) q_0 for orthonormal q_0..q_n (the rows of a Haar-random
-    rotation). c = 0 gives orthonormal inputs; c -> 1 makes them nearly parallel.
+    rotation).
+
+    **Arguments:**
+
+    - `n`: number of samples, a positive int (the inputs live in R^(n+1)).
+    - `c`: the pairwise correlation, one real number in [0, 1): c = 0 gives orthonormal
+      inputs; c -> 1 makes them nearly parallel.
+    - `key`: a `jax.random.PRNGKey`.
+    - `dtype`: floating dtype (default: JAX's default float).
+
+    **Returns:** `X` of shape (n, n + 1) with unit rows and X X^T = (1 - c) I + c 1 1^T.
+
+    **Raises:** `ValueError` where `n` is not a positive int, `c` is not one real number in
+    [0, 1) (through `eqx.error_if` when traced), `key` is not a JAX PRNG key, or `dtype` is
+    not floating (or is float64 without x64 enabled).
 
     >>> X = correlated_data(4, 0.3, key=jax.random.PRNGKey(0), dtype=jnp.float64)
     >>> X.shape, [round(v, 12) for v in (X @ X.T)[0].tolist()]
@@ -90,9 +104,20 @@ def correlated_data(n: int, c, *, key: PRNGKeyArray, dtype=None) -> Float[Array,
 
 def loewdin(X: Float[Array, "n d"]) -> Float[Array, "n d"]:
     """(X X^T)^(-1/2) X: the orthonormal rows nearest to those of X (Loewdin's symmetric
-    orthonormalization; the rows of X must be linearly independent, n <= d). On such inputs
-    `integrators.orthogonal_flow` and `theory.saddle_jumps` apply; `benchmarks.beyond_orthogonal`
-    compares them with the flow on X itself.
+    orthonormalization). On such inputs `integrators.orthogonal_flow` and
+    `theory.saddle_jumps` apply; `benchmarks.beyond_orthogonal` compares them with the flow on
+    X itself.
+
+    **Arguments:**
+
+    - `X`: inputs, shape (n, d) with 1 <= n <= d and linearly independent rows; real and
+      finite (integers and nested lists are converted to a floating array).
+
+    **Returns:** the orthonormalized inputs, shape (n, d), in `X`'s floating dtype.
+
+    **Raises:** `ValueError` where `X` is not 2-D, not real or not finite, has no rows or more
+    rows than columns, or has (numerically) linearly dependent rows: the smallest eigenvalue
+    of X X^T at most n eps times the largest (through `eqx.error_if` when traced).
 
     >>> Q = loewdin(jnp.array([[1.0, 0.0], [1.0, 1.0]]))
     >>> bool(jnp.allclose(Q @ Q.T, jnp.eye(2), atol=1e-12))

@@ -46,7 +46,18 @@ class DiagonalNet(eqx.Module):
 def diagonal_init(d: int, alpha, *, dtype=None) -> DiagonalNet:
     """u = v = alpha 1 (beta = 0), the initialization of the saddle-to-saddle regime.
 
-    `alpha` must lie in (0, 1) and alpha**2 must not underflow `dtype`.
+    **Arguments:**
+
+    - `d`: input dimension, a positive int.
+    - `alpha`: the initialization scale, one real number in (0, 1) whose square does not
+      underflow `dtype` (alpha = 1e-30 needs float64).
+    - `dtype`: floating dtype (default: JAX's default float).
+
+    **Returns:** a `DiagonalNet` with u = v = alpha 1, both of shape (d,).
+
+    **Raises:** `ValueError` where `d` is not a positive int, `alpha` is not one real number in
+    (0, 1) or alpha**2 underflows `dtype`, or `dtype` is not floating (or is float64 without
+    x64 enabled).
 
     >>> diagonal_init(3, 1e-3).u.tolist()
     [0.001, 0.001, 0.001]
@@ -63,6 +74,19 @@ def diagonal_loss(model: DiagonalNet, data: tuple) -> Float[Array, ""]:
     `loss(model, args)` for `integrators.gradient_flow`. The flow evaluates it at trial states
     too, and a trial state that overflows raises here: pass `dynamics.unchecked.diagonal_loss`
     to the flow and let its step control reject the step.
+
+    **Arguments:**
+
+    - `model`: a `DiagonalNet` with finite `u` and `v`, both of shape (d,).
+    - `data`: the pair `(X, y)` (a tuple or list): `X` (n, d) with n >= 1 and `y` (n,), real
+      and finite (integers and nested lists are converted to floating arrays).
+
+    **Returns:** the loss L(beta), a scalar.
+
+    **Raises:** `ValueError` where `model` is not a `DiagonalNet`, `data` is not a pair, `u`,
+    `v`, `X` or `y` are not real or not of these shapes, `X` has no rows, any of them is not
+    finite, or the loss overflows (inf or nan); the value checks go through `eqx.error_if`
+    when traced.
 
     >>> net = DiagonalNet(jnp.array([1.0, 0.0]), jnp.array([0.0, 1.0]))
     >>> float(diagonal_loss(net, (jnp.eye(2), jnp.array([1.0, 1.0]))))
@@ -99,6 +123,16 @@ def _diagonal_loss(model: DiagonalNet, data: tuple) -> Float[Array, ""]:
 def diagonal_units(model: DiagonalNet) -> DiagonalNet:
     """Unit labels for `integrators.gradient_flow(..., units=...)`: every u_i and v_i its own
     unit (each has its own log scale at small initialization).
+
+    **Arguments:**
+
+    - `model`: a `DiagonalNet` with `u` and `v` of shape (d,).
+
+    **Returns:** a `DiagonalNet` of integer labels: `u` = 0, ..., d - 1 and `v` = d, ...,
+    2d - 1.
+
+    **Raises:** `ValueError` where `model` is not a `DiagonalNet` or `u` and `v` are not both
+    of shape (d,).
 
     >>> diagonal_units(diagonal_init(2, 0.1)).v.tolist()
     [2, 3]

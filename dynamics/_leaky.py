@@ -26,6 +26,15 @@ MARGIN_LOSSES = ("exponential", "logistic")
 def check_margin_loss(loss: str) -> None:
     """`loss` must name one of `MARGIN_LOSSES`.
 
+    **Arguments:**
+
+    - `loss`: the name to check.
+
+    **Returns:** None.
+
+    **Raises:** `ValueError` where `loss` is not one of `MARGIN_LOSSES`
+    (`"exponential"`, `"logistic"`).
+
     >>> check_margin_loss("hinge")
     Traceback (most recent call last):
     ValueError: `loss` must be one of ('exponential', 'logistic'), got 'hinge'
@@ -36,6 +45,17 @@ def check_margin_loss(loss: str) -> None:
 
 def leaky_relu(z, gamma):
     """phi(z) = max(z, gamma z), gamma in (0, 1).
+
+    **Arguments:**
+
+    - `z`: pre-activations, a real array (or number) of any shape; integers are converted to
+      JAX's default float.
+    - `gamma`: the slope on negative inputs, one real number in (0, 1).
+
+    **Returns:** phi(z), of the shape of `z`, floating.
+
+    **Raises:** `ValueError` where `gamma` is not one real number in (0, 1) (through
+    `eqx.error_if` when traced), or `z` is complex, boolean or not numeric.
 
     >>> leaky_relu(jnp.array([-2.0, 3.0]), 0.5).tolist()
     [-1.0, 3.0]
@@ -79,6 +99,16 @@ class LeakyReLUNet(eqx.Module):
 def fixed_second_layer(m: int, dtype=None) -> Float[Array, " m"]:
     """a_j = +1/sqrt(m) for j < ceil(m/2), -1/sqrt(m) for the others.
 
+    **Arguments:**
+
+    - `m`: number of neurons, an int >= 2 (so that both signs occur).
+    - `dtype`: floating dtype (default: JAX's default float).
+
+    **Returns:** the second layer `a`, shape (m,).
+
+    **Raises:** `ValueError` where `m` is not an int >= 2, or `dtype` is not floating (or is
+    float64 without x64 enabled).
+
     >>> fixed_second_layer(4).tolist()
     [0.5, 0.5, -0.5, -0.5]
     """
@@ -93,6 +123,21 @@ def small_leaky_init(
 ) -> LeakyReLUNet:
     """w_j ~ N(0, scale^2 I_d / d) with the fixed second layer; `scale` much smaller than the
     step size activates every neuron after the first GD step in the strong-signal case.
+
+    **Arguments:**
+
+    - `m`: number of neurons, an int >= 2.
+    - `d`: input dimension, a positive int.
+    - `gamma`: the leaky-ReLU slope, one number in (0, 1).
+    - `scale`: the initialization scale, finite and > 0.
+    - `key`: a `jax.random.PRNGKey`.
+    - `dtype`: floating dtype (default: JAX's default float).
+
+    **Returns:** a `LeakyReLUNet` with `W` of shape (m, d) and `a = fixed_second_layer(m)`.
+
+    **Raises:** `ValueError` where `m` is not an int >= 2, `d` is not a positive int, `scale`
+    is not finite and > 0, `gamma` is not in (0, 1), `key` is not a JAX PRNG key, or `dtype`
+    is not floating (or is float64 without x64 enabled).
 
     >>> net = small_leaky_init(10, 400, 0.1, scale=1e-10, key=jax.random.PRNGKey(0))
     >>> net.W.shape, net.gamma
@@ -110,6 +155,16 @@ def margin_loss(margins: Float[Array, " n"], loss: str = "exponential") -> Float
 
     The exponential loss is exp(logsumexp(-u) - log n): finite for margins of any sign and
     size (it is +inf only where the true value overflows float64, u < -709 - log n).
+
+    **Arguments:**
+
+    - `margins`: the margins u_i = y_i f(x_i), shape (n,) with n >= 1, real and finite.
+    - `loss`: `"exponential"` (default) or `"logistic"` (one of `MARGIN_LOSSES`).
+
+    **Returns:** the mean loss L, a scalar.
+
+    **Raises:** `ValueError` where `loss` is not one of `MARGIN_LOSSES`, `margins` is not 1-D
+    or is empty, or `margins` is not real and finite (through `eqx.error_if` when traced).
 
     >>> float(margin_loss(jnp.array([0.0, 0.0])))
     1.0
@@ -136,6 +191,16 @@ def _margin_loss(margins, loss):
 
 def log_margin_loss(margins: Float[Array, " n"], loss: str = "exponential") -> Float[Array, ""]:
     """log L, computed without forming L: logsumexp(-u) - log n for the exponential loss.
+
+    **Arguments:**
+
+    - `margins`: the margins u_i = y_i f(x_i), shape (n,) with n >= 1, real and finite.
+    - `loss`: `"exponential"` (default) or `"logistic"` (one of `MARGIN_LOSSES`).
+
+    **Returns:** log L, a scalar, finite where L itself under- or overflows.
+
+    **Raises:** `ValueError` where `loss` is not one of `MARGIN_LOSSES`, `margins` is not 1-D
+    or is empty, or `margins` is not real and finite (through `eqx.error_if` when traced).
 
     >>> float(log_margin_loss(jnp.array([1000.0, 1000.0])))  # L = exp(-1000) underflows
     -1000.0

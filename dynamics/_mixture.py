@@ -77,15 +77,35 @@ def gaussian_mixture(
 ) -> tuple[Float[Array, "n d"], Float[Array, " n"], Float[Array, " d"], Float[Array, " n"]]:
     """Samples x_i = y~_i mu + z_i of a two-class mixture, with labels y_i.
 
-    - mu = `signal` e_1 (||mu|| = `signal`); clean labels y~_i uniform in {-1, +1}.
-    - z_i = `noise_scale` xi_i with i.i.d. unit-variance entries: `noise="gaussian"`
-      (sub-Gaussian), `"rademacher"` (sub-Gaussian, bounded), or `"student_t"` (polynomial
-      tails: a Student-t with `dof` > 2 degrees of freedom scaled to unit variance, so
-      E|xi|^r <= K exactly for r < `dof`; the paper's r in (2, 4] needs `dof` > r).
-      Covariance Sigma = noise_scale^2 I_d.
-    - Observed labels y_i = y~_i, flipped independently with probability `label_noise`.
+    mu = `signal` e_1; the clean labels y~_i are uniform in {-1, +1}; z_i = `noise_scale` xi_i
+    with i.i.d. unit-variance entries xi_ik (covariance Sigma = noise_scale^2 I_d); the
+    observed labels are y_i = y~_i, each flipped independently with probability `label_noise`.
 
-    **Returns:** `(X, y, mu, clean_y)` with `X` (n, d), labels (n,) in {-1, +1} and `mu` (d,).
+    **Arguments:**
+
+    - `n`: number of samples, a positive int.
+    - `d`: input dimension, a positive int.
+    - `signal`: ||mu||, a finite number (mu = `signal` e_1).
+    - `key`: a `jax.random.PRNGKey`.
+    - `noise`: the law of the entries xi_ik: `"gaussian"` (default; sub-Gaussian),
+      `"rademacher"` (sub-Gaussian, bounded) or `"student_t"` (polynomial tails: a Student-t
+      with `dof` degrees of freedom scaled to unit variance, so E|xi|^r <= K exactly for
+      r < `dof`; the paper's r in (2, 4] needs `dof` > r).
+    - `noise_scale`: the noise's standard deviation per coordinate, finite and > 0
+      (default 1).
+    - `dof`: the Student-t degrees of freedom, a finite Python or NumPy number > 2 (default
+      4.5); read (and checked) only with `noise="student_t"`.
+    - `label_noise`: the probability of a flipped label, in [0, 1/2) (default 0).
+    - `dtype`: floating dtype (default: JAX's default float).
+
+    **Returns:** `(X, y, mu, clean_y)` with `X` (n, d), the observed labels `y` and the clean
+    labels `clean_y` (n,) in {-1, +1}, and `mu` (d,).
+
+    **Raises:** `ValueError` where `n` or `d` is not a positive int, `noise` is not one of
+    `"gaussian"`, `"rademacher"`, `"student_t"`, `dof` is not a finite number > 2 with
+    Student-t noise, `label_noise` is not in [0, 1/2), `signal` is not finite, `noise_scale`
+    is not finite and > 0 (the value checks through `eqx.error_if` when traced), `key` is not
+    a JAX PRNG key, or `dtype` is not floating (or is float64 without x64 enabled).
 
     >>> X, y, mu, clean = gaussian_mixture(20, 400, signal=10.0, key=jax.random.PRNGKey(0))
     >>> X.shape, float(mu[0]), bool(jnp.all(y == clean))
@@ -138,6 +158,23 @@ def sampled_test_error(
     sqrt(p (1 - p) / N) for N = num_batches x batch_size. Batched with `lax.scan`, so memory
     stays at one batch.
 
+    **Arguments:**
+
+    - `model`: the classifier f: anything with `predict(X)` and a first layer `W` (m, d),
+      such as a `LeakyReLUNet`; its floating-point arrays must be finite. The samples are
+      drawn in `model.W`'s dtype.
+    - `key`: a `jax.random.PRNGKey`.
+    - `signal`, `noise`, `noise_scale`, `dof`, `label_noise`: the mixture, as in
+      `gaussian_mixture` (defaults Gaussian noise of scale 1, `dof` 4.5, no label noise).
+    - `num_batches`: the number of batches, a positive int (default 10).
+    - `batch_size`: the samples per batch, a positive int (default 2000).
+
+    **Returns:** the fraction of the N samples with y f(x) <= 0, a scalar.
+
+    **Raises:** `ValueError` where an array of `model` is not finite (through `eqx.error_if`
+    when traced), `num_batches` or `batch_size` is not a positive int, `key` is not a JAX
+    PRNG key, or on mixture parameters `gaussian_mixture` refuses.
+
     >>> from dynamics import LeakyReLUNet
     >>> net = LeakyReLUNet(jnp.zeros((2, 5)).at[0, 0].set(1.0), jnp.array([1.0, -1.0]), 0.1)
     >>> err = sampled_test_error(net, key=jax.random.PRNGKey(0), signal=3.0)
@@ -186,8 +223,24 @@ def projected_test_error(
     m-dimensional view of the input: the pre-activations W x = y~ W mu + u with
     u ~ N(0, sigma^2 W W^T) are all that f sees, so they are drawn directly (through the
     eigendecomposition of W W^T). The same distribution as `sampled_test_error` with Gaussian
-    noise, at a cost independent of d; `num_samples` draws, standard error
-    sqrt(p (1 - p) / num_samples). Test labels flipped with probability `label_noise`.
+    noise, at a cost independent of d.
+
+    **Arguments:**
+
+    - `model`: a `LeakyReLUNet` with finite `W` (m, d) and `a` (m,).
+    - `key`: a `jax.random.PRNGKey`.
+    - `signal`: ||mu||, one finite number.
+    - `num_samples`: the number of draws, a positive int (default 20000); the standard error
+      is sqrt(p (1 - p) / num_samples).
+    - `noise_scale`: sigma, one finite number > 0 (default 1).
+    - `label_noise`: the probability of a flipped test label, in [0, 1/2) (default 0).
+
+    **Returns:** the fraction of the `num_samples` draws with y f(x) <= 0, a scalar.
+
+    **Raises:** `ValueError` where `model` is not a `LeakyReLUNet`, `num_samples` is not a
+    positive int, `label_noise` is not in [0, 1/2), `noise_scale` is not one finite positive
+    number, `signal` is not one finite number, `model.W` or `model.a` is not finite (the
+    value checks through `eqx.error_if` when traced), or `key` is not a JAX PRNG key.
 
     >>> from dynamics import LeakyReLUNet
     >>> net = LeakyReLUNet(jnp.zeros((2, 5)).at[0, 0].set(1.0), jnp.array([1.0, -1.0]), 0.1)

@@ -67,8 +67,20 @@ def balanced_init(m: int, d: int, alpha, *, key: PRNGKeyArray, dtype=None) -> Tw
 
         a_j = alpha s_j,  w_j = alpha u_j,  s_j ~ U{-1, +1},  u_j ~ U(S^{d-1}).
 
-    `alpha` must lie in (0, 1) and alpha**2 must not underflow `dtype` (alpha = 1e-30 needs
-    float64): a `ValueError` says so.
+    **Arguments:**
+
+    - `m`: number of neurons, a positive int.
+    - `d`: input dimension, a positive int.
+    - `alpha`: the initialization scale, one real number in (0, 1) whose square does not
+      underflow `dtype` (alpha = 1e-30 needs float64).
+    - `key`: a `jax.random.PRNGKey`.
+    - `dtype`: floating dtype (default: JAX's default float).
+
+    **Returns:** a `TwoLayerReLU` with `a` of shape (m,) and `W` of shape (m, d).
+
+    **Raises:** `ValueError` where `m` or `d` is not a positive int, `alpha` is not one real
+    number in (0, 1) or alpha**2 underflows `dtype`, `key` is not a JAX PRNG key, or `dtype`
+    is not floating (or is float64 without x64 enabled).
 
     >>> model = balanced_init(45, 32, 1e-30, key=jax.random.PRNGKey(0), dtype=jnp.float64)
     >>> bool(jnp.allclose(jnp.abs(model.a), 1e-30)), model.W.shape
@@ -94,6 +106,18 @@ def he_uniform_init(m: int, d: int, *, key: PRNGKeyArray, dtype=None) -> TwoLaye
 
     W_jk ~ U(-1/sqrt(d), 1/sqrt(d)),   a_j ~ U(-1/sqrt(m), 1/sqrt(m)).
 
+    **Arguments:**
+
+    - `m`: number of neurons, a positive int.
+    - `d`: input dimension, a positive int.
+    - `key`: a `jax.random.PRNGKey`.
+    - `dtype`: floating dtype (default: JAX's default float).
+
+    **Returns:** a `TwoLayerReLU` with `a` of shape (m,) and `W` of shape (m, d).
+
+    **Raises:** `ValueError` where `m` or `d` is not a positive int, `key` is not a JAX PRNG
+    key, or `dtype` is not floating (or is float64 without x64 enabled).
+
     >>> model = he_uniform_init(10, 4, key=jax.random.PRNGKey(0))
     >>> bool(jnp.all(jnp.abs(model.W) <= 0.5))
     True
@@ -110,6 +134,18 @@ def he_uniform_init(m: int, d: int, *, key: PRNGKeyArray, dtype=None) -> TwoLaye
 def square_loss(model: TwoLayerReLU, data: tuple) -> Float[Array, ""]:
     """L(theta) = 1/(2n) sum_i (h(x_i) - y_i)^2 on `data` = (X, y), X (n, d) and y (n,): a
     `loss(model, args)` for `integrators.gradient_flow` and `critical_point` as it stands.
+
+    **Arguments:**
+
+    - `model`: a `TwoLayerReLU` with finite `a` (m,) and `W` (m, d).
+    - `data`: the pair `(X, y)` (a tuple or list) of arrays: `X` (n, d) with n >= 1 and `y`
+      (n,), both finite.
+
+    **Returns:** the loss L(theta), a scalar.
+
+    **Raises:** `ValueError` where `data` is not a pair, `y` is not of shape (n,), `X` has no
+    rows, `model` is not a `TwoLayerReLU`, or `model.a`, `model.W`, `X` or `y` is not finite
+    (through `eqx.error_if` when traced).
 
     >>> model = TwoLayerReLU(jnp.array([1.0]), jnp.array([[1.0, 0.0]]))
     >>> float(square_loss(model, (jnp.eye(2), jnp.array([1.0, 2.0]))))
@@ -137,9 +173,18 @@ def signs_and_directions(
 ) -> tuple[Float[Array, " m"], Float[Array, "m n"]]:
     """The instance that `theory.saddle_jumps` reads off a balanced initialization.
 
-    Returns `signs` s_j = sign(a_j) (m,) and `directions[j, i] = <u_j, x_i>` (m, n) with
-    u_j = w_j / ||w_j|| (0 for a zero neuron, which never moves). The rows of `X` must be
-    orthonormal (`ValueError` otherwise).
+    **Arguments:**
+
+    - `model`: a `TwoLayerReLU` with finite `a` (m,) and `W` (m, d).
+    - `X`: inputs, shape (n, d), finite, with orthonormal rows (X X^T = I_n to 1e-6).
+
+    **Returns:** `(signs, directions)`: `signs` s_j = sign(a_j), shape (m,), and
+    `directions[j, i] = <u_j, x_i>`, shape (m, n), with u_j = w_j / ||w_j|| (0 for a zero
+    neuron, which never moves).
+
+    **Raises:** `ValueError` where `X` is not of shape (n, d) for the model's d, `model` is
+    not a `TwoLayerReLU`, `model.a`, `model.W` or `X` is not finite, or `X` has no rows or
+    rows that are not orthonormal (the value checks through `eqx.error_if` when traced).
 
     >>> model = TwoLayerReLU(jnp.array([-2.0]), jnp.array([[3.0, -4.0]]))
     >>> signs, directions = signs_and_directions(model, jnp.eye(2))
@@ -164,6 +209,17 @@ def tangent_kernel(model: TwoLayerReLU, X: Float[Array, "n d"]) -> Float[Array, 
 
     v_ji = <w_j, x_i>. Gradient descent on L is stable for steps below 2 / lambda_max(K).
 
+    **Arguments:**
+
+    - `model`: a `TwoLayerReLU` with finite `a` (m,) and `W` (m, d).
+    - `X`: inputs, shape (n, d), finite.
+
+    **Returns:** the kernel K, shape (n, n).
+
+    **Raises:** `ValueError` where `X` is not of shape (n, d) for the model's d, `model` is
+    not a `TwoLayerReLU`, or `model.a`, `model.W` or `X` is not finite (through
+    `eqx.error_if` when traced).
+
     >>> model = TwoLayerReLU(jnp.array([1.0]), jnp.array([[1.0, 0.0]]))
     >>> tangent_kernel(model, jnp.eye(2)).tolist()
     [[1.0, 0.0], [0.0, 0.0]]
@@ -179,6 +235,18 @@ def tangent_kernel(model: TwoLayerReLU, X: Float[Array, "n d"]) -> Float[Array, 
 def tangent_kernel_max(model: TwoLayerReLU, X: Float[Array, "n d"]) -> Float[Array, ""]:
     """lambda_max of `tangent_kernel(model, X)`: gradient descent on L with step eta is
     linearly stable at `model` for eta < 2 / lambda_max.
+
+    **Arguments:**
+
+    - `model`: a `TwoLayerReLU` with finite `a` (m,) and `W` (m, d).
+    - `X`: inputs, shape (n, d) with n >= 1, finite.
+
+    **Returns:** lambda_max(K), a scalar (computed on rescaled parameters and inputs, so that
+    K itself does not overflow; inf where lambda_max does).
+
+    **Raises:** `ValueError` where `X` is not of shape (n, d) for the model's d, `model` is
+    not a `TwoLayerReLU`, or `model.a`, `model.W` or `X` is not finite (through
+    `eqx.error_if` when traced).
 
     >>> float(tangent_kernel_max(TwoLayerReLU(jnp.array([1.0]), jnp.array([[1.0, 0.0]])), jnp.eye(2)))
     1.0
@@ -198,6 +266,14 @@ def tangent_kernel_max(model: TwoLayerReLU, X: Float[Array, "n d"]) -> Float[Arr
 def half_squared_norm(model) -> Float[Array, ""]:
     """1/2 ||theta||^2: half the sum of squares of every inexact array of any Equinox model
     (for `TwoLayerReLU`, 1/2 (||a||^2 + ||W||_F^2), the cost Algorithm 1 predicts).
+
+    **Arguments:**
+
+    - `model`: any Equinox model (or pytree) holding at least one floating-point array.
+
+    **Returns:** 1/2 ||theta||^2 over those arrays, a scalar.
+
+    **Raises:** `ValueError` where `model` holds no floating-point array.
 
     >>> float(half_squared_norm(TwoLayerReLU(jnp.array([1.0]), jnp.array([[1.0, 1.0]]))))
     1.5

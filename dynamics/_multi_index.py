@@ -82,6 +82,19 @@ class MultiIndexTarget(eqx.Module):
 def standard_target(r: int, d: int, activation: str = "abs", dtype=None) -> MultiIndexTarget:
     """The target with w*_j = e_j, j <= r.
 
+    **Arguments:**
+
+    - `r`: number of target directions, a positive int.
+    - `d`: input dimension, an int >= r.
+    - `activation`: sigma, one of `theory.checks.ACTIVATIONS` (default `"abs"`).
+    - `dtype`: floating dtype (default: JAX's default float).
+
+    **Returns:** a `MultiIndexTarget` whose `directions` (r, d) are the first r rows of I_d.
+
+    **Raises:** `ValueError` where `r` is not a positive int, `d` is not an int >= r,
+    `activation` is not one of `ACTIVATIONS`, or `dtype` is not floating (or is float64
+    without x64 enabled).
+
     >>> standard_target(2, 5).directions.shape
     (2, 5)
     """
@@ -135,6 +148,20 @@ def mean_field_init(
 ) -> MeanFieldNet:
     """w_i ~ N(0, I_d / d): the standard initialization, ||w_i|| ~ 1.
 
+    **Arguments:**
+
+    - `m`: number of neurons, a positive int.
+    - `d`: input dimension, a positive int.
+    - `key`: a `jax.random.PRNGKey`.
+    - `activation`: sigma, one of `theory.checks.ACTIVATIONS` (default `"abs"`).
+    - `dtype`: floating dtype (default: JAX's default float).
+
+    **Returns:** a `MeanFieldNet` with `W` of shape (m, d).
+
+    **Raises:** `ValueError` where `m` or `d` is not a positive int, `key` is not a JAX PRNG
+    key, `dtype` is not floating (or is float64 without x64 enabled), or `activation` is not
+    one of `ACTIVATIONS`.
+
     >>> net = mean_field_init(250, 100, key=jax.random.PRNGKey(0))
     >>> net.W.shape, net.activation
     ((250, 100), 'abs')
@@ -163,6 +190,17 @@ def _cross(A, B, k):
 def population_loss(model: MeanFieldNet, target: MultiIndexTarget) -> Float[Array, ""]:
     """L(W) = 1/2 E_{x ~ N(0, I)} (f_W(x) - f*(x))^2 in closed form (module docstring).
 
+    **Arguments:**
+
+    - `model`: a `MeanFieldNet` with finite `W` (m, d).
+    - `target`: a `MultiIndexTarget` with `directions` (r, d) and the model's activation.
+
+    **Returns:** the population loss L(W), a scalar.
+
+    **Raises:** `ValueError` where `model` is not a `MeanFieldNet`, `model.W` is not of shape
+    (m, d) for the target's d, the activations differ, or `model.W` is not finite (through
+    `eqx.error_if` when traced).
+
     A net equal to the target has loss 0:
 
     >>> target = standard_target(2, 3)
@@ -189,6 +227,15 @@ def _population_loss(W, target):
 def population_distance(model1: MeanFieldNet, model2: MeanFieldNet) -> Float[Array, ""]:
     """1/2 E_{x ~ N(0, I)} (f_1(x) - f_2(x))^2 in closed form, for two mean-field nets.
 
+    **Arguments:**
+
+    - `model1`: a `MeanFieldNet` with `W` (m1, d).
+    - `model2`: a `MeanFieldNet` with `W` (m2, d) and the activation of `model1`.
+
+    **Returns:** the population distance, a scalar.
+
+    **Raises:** `ValueError` where the two activations differ (nothing else is checked here).
+
     >>> net = MeanFieldNet(jnp.eye(2))
     >>> round(float(population_distance(net, MeanFieldNet(jnp.eye(2)[::-1]))), 12)
     0.0
@@ -208,6 +255,20 @@ def sample_loss(
 ) -> Float[Array, ""]:
     """1/(2n) sum_i (f_W(x_i) - y_i)^2 on `data` = (X, y), over batches of `batch_size` rows
     (n must divide): a `loss(model, args)` for `integrators.gradient_flow`.
+
+    **Arguments:**
+
+    - `model`: a `MeanFieldNet` with finite `W` (m, d).
+    - `data`: the pair `(X, y)` (a tuple or list) of arrays: `X` (n, d) and `y` (n,), both
+      finite.
+    - `batch_size`: rows per batch, a positive int that divides n; `None` (default) or a
+      value >= n sums all n rows at once.
+
+    **Returns:** the sample loss, a scalar.
+
+    **Raises:** `ValueError` where `model` is not a `MeanFieldNet`, `data` is not a pair, `y`
+    is not of shape (n,), `model.W`, `X` or `y` is not finite (through `eqx.error_if` when
+    traced), or `batch_size` is not a positive int or does not divide n.
 
     >>> net = MeanFieldNet(jnp.eye(2))
     >>> float(sample_loss(net, (jnp.eye(2), jnp.array([0.5, 0.5])), batch_size=1))
@@ -262,8 +323,23 @@ def sample_loss_gradient(
         dL/dw_i = (1/m) sum_x r [(2 sigma(u) - u sigma'(u)) w_i + nu_i sigma'(u) x]
 
     (sigma' by one forward-mode pass). Equal to `jax.grad(sample_loss)` to rounding, about 3x
-    faster (`benchmarks.throughput`); over batches of `batch_size` rows (n must divide) the
-    sums are accumulated, which keeps the (batch, m) arrays in cache.
+    faster (`benchmarks.throughput`); over batches the sums are accumulated, which keeps the
+    (batch, m) arrays in cache.
+
+    **Arguments:**
+
+    - `model`: a `MeanFieldNet` with finite `W` (m, d).
+    - `data`: the pair `(X, y)` (a tuple or list): `X` (n, d) with n >= 1 and `y` (n,), real
+      and finite; both are cast to `model.W`'s dtype.
+    - `batch_size`: rows per batch, a positive int that divides n; `None` (default) or a
+      value >= n sums all n rows at once.
+
+    **Returns:** grad_W of `sample_loss`, shape (m, d), in `model.W`'s dtype.
+
+    **Raises:** `ValueError` where `model` is not a `MeanFieldNet`, `data` is not a pair, `X`
+    is not of shape (n, d) for the model's d or has no rows, `y` is not of shape (n,),
+    `model.W`, `X` or `y` is not real or not finite (through `eqx.error_if` when traced), or
+    `batch_size` is not a positive int or does not divide n.
 
     >>> net = MeanFieldNet(jnp.array([[1.0, 0.0], [0.0, 2.0]]))
     >>> X = jnp.array([[1.0, 1.0], [1.0, -1.0]]); y = jnp.array([0.5, 0.0])
@@ -329,6 +405,18 @@ class Observables(Readable):
 def observables(model: MeanFieldNet, target: MultiIndexTarget) -> Observables:
     """alpha~, beta_1, beta_2 and the per-direction alignment of `model` against `target`
     (coordinates in the basis of the target's directions; the rest is irrelevant mass).
+
+    **Arguments:**
+
+    - `model`: a `MeanFieldNet` with finite `W` (m, d).
+    - `target`: a `MultiIndexTarget` with `directions` (r, d) and the model's activation.
+
+    **Returns:** an `Observables` with scalars `alpha`, `beta1`, `beta2` (0 where d = r) and
+    `alignment` of shape (r,).
+
+    **Raises:** `ValueError` where `model` is not a `MeanFieldNet`, the activations differ,
+    `model.W` is not finite (through `eqx.error_if` when traced) or is not of shape (m, d)
+    for the target's d.
 
     >>> obs = observables(MeanFieldNet(jnp.array([[2.0, 0.0, 0.0]])), standard_target(1, 3))
     >>> float(obs.alpha), float(obs.beta1), float(obs.beta2), obs.alignment.tolist()

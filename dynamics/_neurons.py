@@ -79,7 +79,7 @@ def split_neuron(model, j: int, fraction=0.5, *, layer: int | None = None):
     """The model with hidden neuron j duplicated: both copies keep its incoming weights (and
     bias); its outgoing weights c_j become `fraction` c_j (at j) and (1 - `fraction`) c_j (a
     new last neuron). The function is unchanged, so a critical point maps to a critical point
-    with the same loss. `layer`: which hidden layer of an `eqx.nn.MLP` (default 0).
+    with the same loss.
 
     **Morse index of the split.** In coordinates (the narrower net's parameters, the split of
     c_j, the difference delta of the copies' incoming weights) the Hessian at the split point
@@ -95,6 +95,24 @@ def split_neuron(model, j: int, fraction=0.5, *, layer: int | None = None):
     lambda (1 - lambda) B: those of B for lambda in (0, 1), its positive ones for lambda
     outside [0, 1]. For ReLU, sigma'' = 0 away from the kink: B = 0, and the split adds only
     zero eigenvalues (`tests/test_neurons.py` checks both against the dense Hessian).
+
+    **Arguments:**
+
+    - `model`: a `TwoLayerReLU` or an `eqx.nn.MLP` with at least one hidden layer.
+    - `j`: the neuron, a Python or NumPy int in [-width, width) (negative counts from the
+      end).
+    - `fraction`: lambda, one finite real number (default 0.5; values outside [0, 1] are
+      allowed), with |lambda| and |1 - lambda| at most 1/sqrt(eps) of the outgoing weights'
+      dtype.
+    - `layer`: which hidden layer of an `eqx.nn.MLP`, a Python int in [0, number of hidden
+      layers) (default `None`: layer 0); `None` or 0 for a `TwoLayerReLU`.
+
+    **Returns:** a model of the same kind, one neuron wider in that layer (the copy is its
+    last neuron), computing the same function.
+
+    **Raises:** `ValueError` where `model` is neither kind or an MLP without a hidden layer,
+    `layer` is not a valid hidden-layer index, `j` is not an int index in range, or
+    `fraction` is not one finite real number or exceeds the bound above.
 
     >>> net = TwoLayerReLU(jnp.array([1.0, -2.0]), jnp.eye(2))
     >>> wide = split_neuron(net, 1, 0.25)
@@ -123,9 +141,25 @@ def split_neuron(model, j: int, fraction=0.5, *, layer: int | None = None):
 
 def merge_neurons(model, i: int, j: int, *, layer: int | None = None, atol: float = 1e-12):
     """The model with hidden neurons i and j merged into i (outgoing weights summed, j
-    removed): the inverse of `split_neuron`. Their incoming weights (and biases) must agree
-    to `atol` x max(1, their size), else the function would change and a ValueError says by
-    how much.
+    removed): the inverse of `split_neuron`.
+
+    **Arguments:**
+
+    - `model`: a `TwoLayerReLU` or an `eqx.nn.MLP` with at least one hidden layer.
+    - `i`, `j`: two different neurons, Python or NumPy ints in [-width, width) (negative
+      counts from the end); j is merged into i.
+    - `layer`: which hidden layer, as in `split_neuron` (default `None`: layer 0).
+    - `atol`: one finite real number >= 0 (default 1e-12): the incoming weights (and biases)
+      of i and j must agree to `atol` x max(1, max |w_i|) in every entry, else the function
+      would change.
+
+    **Returns:** a model of the same kind, one neuron narrower in that layer: neuron i
+    carries the summed outgoing weights, j is removed and the neurons after j move down one
+    place.
+
+    **Raises:** `ValueError` where `atol` is not one finite number >= 0, `model`, `layer` or
+    an index is refused as in `split_neuron`, `i` and `j` are the same neuron, or their
+    incoming weights differ by more than the tolerance (the message says by how much).
 
     >>> net = TwoLayerReLU(jnp.array([1.0, -0.5, -1.5]), jnp.array([[1.0, 0], [0, 1], [0, 1]]))
     >>> merge_neurons(net, 1, 2).a.tolist()

@@ -23,6 +23,20 @@ def symmetrize(model: MeanFieldNet, r: int, *, key: PRNGKeyArray, num: int) -> M
     L(f) = 1/2 E (f~ - f*)^2 + 1/2 E (f - f~)^2 exactly, and for f~_K up to a cross term
     that vanishes as K grows (`loss_decomposition`).
 
+    **Arguments:**
+
+    - `model`: a `MeanFieldNet` with `W` (m, d).
+    - `r`: the number of relevant coordinates (the first r, which are not permuted), an int
+      in [1, d].
+    - `key`: a `jax.random.PRNGKey`.
+    - `num`: K, a positive int.
+
+    **Returns:** the `MeanFieldNet` f~_K, with `W` of shape (K m, d) (the rows rho_k^T w_i,
+    in blocks of m per k) and the model's activation.
+
+    **Raises:** `ValueError` where `r` is not an int in [1, d], `num` is not a positive int,
+    or `key` is not a JAX PRNG key.
+
     >>> from dynamics import mean_field_init
     >>> net = symmetrize(mean_field_init(5, 4, key=jax.random.PRNGKey(0)), 2,
     ...                  key=jax.random.PRNGKey(1), num=3)
@@ -69,6 +83,21 @@ def loss_decomposition(
 ) -> LossDecomposition:
     """L(f) split into the loss of the symmetrized net f~_K (`symmetrize`, K = `num` group
     elements) and the distance of f to it, all in closed form.
+
+    **Arguments:**
+
+    - `model`: a `MeanFieldNet` with finite `W` (m, d).
+    - `target`: a `MultiIndexTarget` with `directions` (r, d) and the model's activation; its
+      rank r sets the relevant coordinates.
+    - `key`: a `jax.random.PRNGKey`, for `symmetrize`.
+    - `num`: K, a positive int.
+
+    **Returns:** a `LossDecomposition` of scalars: `loss` L(f), `symmetric` (the loss of
+    f~_K) and `asymmetric` (the distance of f to f~_K).
+
+    **Raises:** `ValueError` where `symmetrize` refuses `num`, `key` or the target's rank
+    (above the model's d), or `population_loss` refuses `model` and `target` (not a
+    `MeanFieldNet`, another d or activation, a `W` that is not finite).
 
     >>> from dynamics import mean_field_init, standard_target
     >>> target = standard_target(2, 6)

@@ -274,6 +274,24 @@ def teacher_student_loss(
     also evaluates trial states, where this function's checks raise on an overflow:
     `dynamics.unchecked.teacher_student_loss` is the same loss without them.
 
+    **Arguments:**
+
+    - `model`: the student, a `TwoLayerNet` with `W` (m, d), m >= 1, `a` (m,) and `b` (m,)
+      or `None`, all real and finite, and an activation that is a known name or a callable.
+    - `teacher`: the teacher, a `TwoLayerNet` of the same kind with `W` (M, d) (held fixed
+      under autodiff).
+    - `nodes`: Gauss-Hermite points per dimension, an int from 4 to 360 (default 48); used
+      only where an activation is not relu, |x|, erf or linear.
+
+    **Returns:** the population loss L, a scalar.
+
+    **Raises:** `ValueError` where `model` or `teacher` is not a `TwoLayerNet`, its `W` is not
+    2-D with at least one unit (the teacher's of the student's d), its `a` or `b` is not of
+    shape (m,), its activation is an unknown name, its parameters are not real and finite,
+    `nodes` is not an int from 4 to 360, or the loss is not finite (an overflow, or a
+    callable activation returning non-finite values); the value checks go through
+    `eqx.error_if` when traced.
+
     A student equal to its teacher has loss 0; one zero unit against a relu unit w has
     1/2 E relu(w . x)^2 = |w|^2 / 4:
 
@@ -311,8 +329,20 @@ def teacher_student_quadrature_error(
     e1 = |L(n) - L(2n)| and e2 = |L(2n) - L(4n)|, the sum of a geometric series of
     corrections, e1 / (1 - q) with q = e2 / e1, where the rule converges (q < 1/2); `inf`
     where it does not (a steep unit, tanh(30 w . x): e1 alone was 10 times below the error
-    at 48 nodes); 0 where every kernel is exact. `nodes` runs from 4 to 90 (4 x 90 = 360,
-    `teacher_student_loss`'s most).
+    at 48 nodes); 0 where every kernel is exact.
+
+    **Arguments:**
+
+    - `model`, `teacher`: the student and the teacher, as in `teacher_student_loss`.
+    - `nodes`: Gauss-Hermite points per dimension, an int from 4 to 90 (default 48; 4 x 90 =
+      360, `teacher_student_loss`'s most).
+
+    **Returns:** the estimated error of `teacher_student_loss(model, teacher, nodes=nodes)`,
+    a scalar: 0, finite or `inf` as above.
+
+    **Raises:** `ValueError` where `teacher_student_loss` refuses `model` or `teacher`,
+    `nodes` is not an int from 4 to 90, or the loss at `nodes` is not finite (through
+    `eqx.error_if` when traced).
 
     >>> teacher = TwoLayerNet(jnp.array([[1.0, 0.5]]), jnp.array([1.0]), activation="tanh")
     >>> student = TwoLayerNet(jnp.array([[0.5, 0.5]]), jnp.array([1.0]), activation="tanh")
@@ -332,6 +362,21 @@ def teacher_student_quadrature_error(
 def order_parameters(model: TwoLayerNet, teacher: TwoLayerNet) -> OrderParameters:
     """The order parameters of a student and its teacher (no biases, one activation):
     Q = W W^T, R = W W*^T, T = W* W*^T, a and c, the state of `theory.online_sgd_ode`.
+
+    **Arguments:**
+
+    - `model`: the student, a `TwoLayerNet` with `W` (K, d) and `a` (K,), real and finite.
+    - `teacher`: the teacher, a `TwoLayerNet` with `W*` (M, d), `c` = its `a` (M,), and the
+      student's activation.
+
+    Biases are not refused: a `b` of either net is checked like the others and then ignored.
+
+    **Returns:** an `OrderParameters` with Q (K, K), R (K, M), T (M, M), a (K,) and c (M,), in
+    the student's dtype.
+
+    **Raises:** `ValueError` where `model` or `teacher` fails `teacher_student_loss`'s checks
+    of the nets (not a `TwoLayerNet`, wrong shapes, an unknown activation name, parameters
+    not real and finite) or the two activations differ.
 
     >>> teacher = TwoLayerNet(jnp.eye(2), jnp.ones(2), activation="erf")
     >>> student = TwoLayerNet(jnp.array([[2.0, 0.0]]), jnp.ones(1), activation="erf")

@@ -157,11 +157,28 @@ def diagonal_jumps(
 ) -> DiagonalJumpsSolution:
     """The alpha -> 0 jump process of the diagonal network beta = u*u - v*v (module docstring).
 
-    `X` (n, d), `y` (n,): any real data (no orthogonality needed; the active sets' columns
-    must be linearly independent for the saddles to be unique, as for data in general
-    position). `max_jumps` (default 2 d): rows of the padded outputs. `tol`: the relative
-    size below which a gradient counts as zero (default 1e3 eps). Jit-compiled and
-    `jax.vmap`-able over datasets.
+    Jit-compiled and `jax.vmap`-able over datasets.
+
+    **Arguments:**
+
+    - `X` (n, d), `y` (n,): any real, finite data (no orthogonality needed; the active sets'
+      columns must be linearly independent for the saddles to be unique, as for data in
+      general position), with X^T X and X^T y within the float range.
+    - `max_jumps`: the rows of the padded outputs, an integer >= 1 (default None: 2 d).
+    - `tol`: the relative size below which a gradient counts as zero, one finite number > 0
+      (default None: 1e3 eps).
+    - `throw`: True raises where the process fails instead of returning a failed `result`
+      (default False).
+
+    **Returns:** a `DiagonalJumpsSolution`: per-jump `times` (K,), `betas` (K, d), `losses`
+    (K,), `duals` (K, d), `active` (K, d), `joined` (K,) padded to K = `max_jumps` rows, and
+    `num_jumps`, `final_beta` (d,), `final_loss`, `l1_norm`, `result`, `stats`.
+
+    **Raises:** `ValueError` where `X` is not (n, d) with n, d >= 1, `y` is not (n,), either
+    is not real and finite, X^T X or X^T y leaves the float range, `max_jumps` is not an
+    integer >= 1, `tol` is not one finite number > 0, or `throw` is not True or False; with
+    `throw=True`, `eqx.EquinoxRuntimeError` where `result` is not successful
+    (`max_jumps_reached` or `nonfinite`).
 
     Two uncorrelated coordinates: each jumps once, the stronger first, at
     t_k = 1 / (2 |X^T y / n|_k).

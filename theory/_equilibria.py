@@ -24,7 +24,19 @@ def mass_equilibrium(*, c0, r, weight_decay):
     leading term. Later stages hold more mass (every Hermite order's energy counts; at r = 4,
     lambda = 2, |z|: 2.625 against 2.429): see `stage_equilibria`. Where the weight decay
     outweighs the target (alpha~* <= 0) the mass has no positive fixed point and decays to 0:
-    refused (`ValueError`), as `mass_ode` refuses it.
+    refused, as `mass_ode` refuses it.
+
+    **Arguments:**
+
+    - `c0`: the Hermite coefficient c_0 of the activation, one finite number > 0.
+    - `r`: the number of target directions, an integer >= 1.
+    - `weight_decay`: lambda, one finite number >= 0.
+
+    **Returns:** alpha~*: a Python float for Python inputs, else a scalar array.
+
+    **Raises:** `ValueError` where `c0` is not one finite number > 0, `r` is not an integer
+    >= 1, `weight_decay` is not one finite number >= 0, or alpha~* <= 0 (through
+    `eqx.error_if` where the inputs are traced).
 
     >>> mass_equilibrium(c0=1.0, r=4, weight_decay=2.0)
     3.0
@@ -192,6 +204,19 @@ def weight_decay_plateaus(*, activation: str, r: int, weight_decay, d=None) -> F
     sum_{j>=2} c_2j^2 r (1 - r rho_j(r)) / 2, not 1/2 E_>=4 (for r = 1 the subspace is one
     direction and nothing is left). Weight decay adds a degree-0 bias, lambda^2 / (8 c_0^2) in
     stage 0 and r lambda^2 / (8 (r c_0^2 + sum_{k>=1} c_k^2)) in stage >= 4.
+
+    **Arguments:**
+
+    - `activation`: an even activation, a name of `EVEN_ACTIVATIONS`.
+    - `r`: the number of target directions, an integer >= 1.
+    - `weight_decay`: lambda, one finite number >= 0.
+    - `d`: the input dimension, an integer >= r, or None (default) for d -> infinity.
+
+    **Returns:** the plateaus after stages 0, 2 and >= 4, an array of shape (3,).
+
+    **Raises:** `ValueError` where `stage_equilibria` refuses the arguments: an activation
+    that is not even, `r` not an integer >= 1, `d` < r, a negative or non-finite
+    `weight_decay`, or one so large that a stage's mass equilibrium is <= 0.
 
     >>> plateaus = weight_decay_plateaus(activation="abs", r=1, weight_decay=0.0)
     >>> [round(v, 4) for v in plateaus.tolist()]

@@ -35,6 +35,16 @@ def activation_function(activation: str):
     """sigma(z) for a name of `ACTIVATIONS`: |z|, ReLU, GeLU (exact), Swish, or the even part
     (sigma(z) + sigma(-z)) / 2 of one of the last three (`"relu_even"`, ...).
 
+    **Arguments:**
+
+    - `activation`: a name of `ACTIVATIONS`: `"abs"`, `"relu"`, `"gelu"`, `"swish"`,
+      `"relu_even"`, `"gelu_even"` or `"swish_even"`.
+
+    **Returns:** sigma, an elementwise function: a JAX array of any shape in, an array of the
+    same shape out.
+
+    **Raises:** `ValueError` where `activation` is not one of `ACTIVATIONS`.
+
     >>> activation_function("relu")(jnp.array([-2.0, 2.0])).tolist()
     [0.0, 2.0]
     >>> activation_function("relu_even")(jnp.array([-2.0, 2.0])).tolist()
@@ -69,8 +79,19 @@ def hermite_coefficients(activation: str, degree: int) -> Float[Array, " K"]:
     relu_even = |z|/2 has half of them, and relu = (|z| + z)/2 adds c_1 = 1/2. GeLU and Swish
     and their even parts by 160-point Gauss-Hermite quadrature (exact for polynomials of
     degree 319; they are smooth, so it converges fast: |c_k| agrees to 1e-13 with 320
-    points), for degrees up to 300 (`ValueError` above: the quadrature cannot resolve them).
+    points), for degrees up to 300 (above, the quadrature cannot resolve them).
     Jit-compatible; `degree` is static.
+
+    **Arguments:**
+
+    - `activation`: a name of `ACTIVATIONS`.
+    - `degree`: the highest order k, a Python or NumPy integer >= 0; at most 300 for
+      `"gelu"`, `"swish"` and their even parts (any for `"abs"`, `"relu"`, `"relu_even"`).
+
+    **Returns:** c_0..c_degree, an array of shape (degree + 1,) of JAX's default float dtype.
+
+    **Raises:** `ValueError` where `activation` is not one of `ACTIVATIONS`, `degree` is not a
+    non-negative integer (a bool, a float), or `degree` > 300 for a quadrature activation.
 
     >>> [round(c, 4) for c in hermite_coefficients("abs", 2).tolist()]
     [0.7979, 0.0, 0.5642]
@@ -109,6 +130,14 @@ def second_moment(activation: str) -> Float[Array, ""]:
     """E sigma(z)^2: 1 for |z|, 1/2 for ReLU, 1/4 for relu_even, quadrature for GeLU and
     Swish and their even parts.
 
+    **Arguments:**
+
+    - `activation`: a name of `ACTIVATIONS`.
+
+    **Returns:** E sigma(z)^2, z ~ N(0, 1), a scalar array.
+
+    **Raises:** `ValueError` where `activation` is not one of `ACTIVATIONS`.
+
     >>> float(second_moment("relu")), float(second_moment("relu_even"))
     (0.5, 0.25)
     """
@@ -142,6 +171,17 @@ class HermiteEnergies(Readable):
 
 def hermite_energies(*, activation: str, r: int) -> HermiteEnergies:
     """The Hermite energies and weight-decay-free plateaus of the target (`HermiteEnergies`).
+
+    **Arguments:**
+
+    - `activation`: a name of `ACTIVATIONS` (sigma of the target f* = sum_{j<=r} sigma(x_j)).
+    - `r`: the number of target directions, an integer >= 1.
+
+    **Returns:** a `HermiteEnergies` of scalar arrays: `E0`, `E2`, `E4_plus`, `plateau_0`,
+    `plateau_2` and `initial_target_energy`.
+
+    **Raises:** `ValueError` where `activation` is not one of `ACTIVATIONS` or `r` is not an
+    integer >= 1.
 
     >>> e = hermite_energies(activation="abs", r=1)
     >>> round(float(e.E0), 4), round(float(e.plateau_2), 4)

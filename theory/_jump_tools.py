@@ -41,6 +41,17 @@ def predicted_exponents(
     stays at ell = 0. After the last jump no neuron has unfitted support, so the exponents
     stop. `jax.vmap`-able over seeds.
 
+    **Arguments:**
+
+    - `prediction`: a `SaddleJumpsSolution` (from `saddle_jumps`), whose `times`, `neurons`
+      and `rates` are used.
+    - `ts` (T,): the times, in the rescaled clock, finite, >= 0 and nondecreasing.
+
+    **Returns:** ell_j(t), an array of shape (T, m), capped at 0.
+
+    **Raises:** `ValueError` where `ts` is not a non-empty, finite, nondecreasing grid from
+    t >= 0.
+
     >>> from theory import saddle_jumps
     >>> pred = saddle_jumps(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[0.3]]))
     >>> predicted_exponents(pred, jnp.array([0.0, 0.5, 2.0]))[:, 0].tolist()
@@ -69,6 +80,15 @@ def min_norm_cost(y: Float[Array, " n"]) -> Float[Array, ""]:
     Attained by one neuron per sign: a = sqrt(||y_+||), w = sum_{y_i>0} (y_i / a) x_i, and the
     same for y_- with a < 0.
 
+    **Arguments:**
+
+    - `y` (n,): the labels, real and finite.
+
+    **Returns:** ||y_+|| + ||y_-||, a scalar array.
+
+    **Raises:** `ValueError` where `y` is not 1-D, or holds complex, boolean or non-finite
+    entries.
+
     >>> float(min_norm_cost(jnp.array([3.0, 4.0, -1.0])))
     6.0
     """
@@ -86,8 +106,17 @@ def coverage_width(n, delta=1e-4):
     A sample misses one random neuron's support (<u, x_i> > 0 and s y_i > 0, probability 1/4)
     with probability 3/4, so a union bound gives P(some sample uncovered) <= n (3/4)^m.
     With delta = 1e-4 this is the paper's m = ceil(ln(1e4 n) / ln(4/3)); n = 32 gives 45.
-    Returns a Python int for concrete inputs (Python and NumPy numbers, arrays), a JAX
+
+    **Arguments:**
+
+    - `n`: the number of samples, an integer >= 1.
+    - `delta`: the failure probability, in (0, 1) (default 1e-4).
+
+    **Returns:** m: a Python int for concrete inputs (Python and NumPy numbers, arrays), a JAX
     integer array under `jit`.
+
+    **Raises:** `ValueError` where `n` is not an integer >= 1 or `delta` is not a number in
+    (0, 1) (for traced inputs through `eqx.error_if`).
 
     >>> coverage_width(32)
     45
@@ -118,6 +147,19 @@ def crossing_times(
     predicted plateaus k-1 and k (plateau 0 = mean(y^2)/2), interpolated linearly in log-loss
     between save times. `nan` where the loss never crosses within `ts`, or after the last
     predicted jump. `jax.vmap`-able over seeds.
+
+    **Arguments:**
+
+    - `ts` (T,): the save times, finite, >= 0 and nondecreasing.
+    - `loss` (T,): the simulated loss at `ts`, >= 0 (`inf` after a failed solve), no NaN.
+    - `prediction`: a `SaddleJumpsSolution` or a `DiagonalJumpsSolution`.
+
+    **Returns:** the measured jump times, an array of shape (K,) (K: the prediction's padded
+    number of jumps), `nan` as said above.
+
+    **Raises:** `ValueError` where `ts` is not a non-empty, finite, nondecreasing grid from
+    t >= 0, `loss` is not of shape (T,) or holds a negative value or NaN, or `prediction` is
+    another Equinox module.
 
     >>> from theory import saddle_jumps
     >>> pred = saddle_jumps(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[0.3]]))
@@ -162,9 +204,25 @@ def jump_time_grid(
     O(1/log(1/alpha)) away from t_k, so at alpha = 10^-10000 it is far narrower than any
     affordable uniform grid. With `time_scale` tau = log(1/alpha), window k is t_k (1 +- w)
     with w = min(0.5, `window` / tau), sampled at `window_points` points (clipped to [0, t1]).
-    Returns the sorted grid of `num` + K `window_points` times (K = min(m, n)), the last one
-    `t1`; pass it to the flow and its loss to `crossing_times`. Padded (not real) jumps add
+    Pass the grid to the flow and its loss to `crossing_times`.
+
+    **Arguments:**
+
+    - `prediction`: a `SaddleJumpsSolution` (from `saddle_jumps`), whose `times` are used.
+    - `t1`: the last time, finite and > 0.
+    - `time_scale`: tau = log(1/alpha), one finite number > 0.
+    - `num`: the points of the uniform grid on [0, t1], an integer >= 1 (default 4000).
+    - `window`: one finite number > 0; each window's half-width is w = min(0.5,
+      `window` / tau) relative to its jump time (default 30).
+    - `window_points`: the points of each window, an integer >= 1 (default 256).
+
+    **Returns:** the sorted grid of `num` + K `window_points` times (K = min(m, n), the
+    length of `prediction.times`), the last one `t1`. A padded (not real) jump's window is
+    centred on `t1`: its lower half lies in [(1 - w) t1, t1], its upper half is clipped to
     copies of `t1`.
+
+    **Raises:** `ValueError` where `num` or `window_points` is not an integer >= 1, `t1` is
+    not finite and > 0, or `window` or `time_scale` is not one finite number > 0.
 
     >>> from theory import saddle_jumps
     >>> pred = saddle_jumps(jnp.array([1.0]), jnp.array([1.0]), jnp.array([[0.3]]))

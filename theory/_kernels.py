@@ -63,6 +63,16 @@ def dual_kernel(activation: str):
     for relu_even, (k_abs + rho) / 4 for ReLU = (|z| + z) / 2 (the cross terms E|u| v vanish),
     the Hermite series sum_{k <= 40} c_k^2 rho^k for GeLU and Swish and their even parts.
 
+    **Arguments:**
+
+    - `activation`: a name of `ACTIVATIONS`.
+
+    **Returns:** k, an elementwise function of rho (a number or an array of correlations,
+    finite, in [-1, 1] up to 1e-6) that returns an array of rho's shape; it raises
+    `ValueError` (`eqx.error_if` when traced) on a rho outside that range.
+
+    **Raises:** `ValueError` where `activation` is not one of `ACTIVATIONS`.
+
     >>> k = dual_kernel("abs")
     >>> round(float(k(jnp.array(0.0))), 6), float(k(jnp.array(1.0)))  # 2/pi and E z^2 = 1
     (0.63662, 1.0)
@@ -81,6 +91,15 @@ def dual_kernel(activation: str):
 def kernel_truncation_error(activation: str) -> Float[Array, ""]:
     """Bound on |k(rho) - series| for |rho| <= 1: the Hermite energy above degree 40 (0 for
     the closed-form kernels).
+
+    **Arguments:**
+
+    - `activation`: a name of `ACTIVATIONS`.
+
+    **Returns:** E sigma^2 - sum_{k<=40} c_k^2, a scalar array (0 for `"abs"`, `"relu"` and
+    `"relu_even"`).
+
+    **Raises:** `ValueError` where `activation` is not one of `ACTIVATIONS`.
 
     >>> float(kernel_truncation_error("abs"))
     0.0

@@ -87,10 +87,28 @@ def kkt_residual(
 ) -> KKTResidualSolution:
     """The KKT residual of margin maximization at W, for W's own activation pattern.
 
-    See the module docstring for the conditions. `W` (m, d): first layer (any scale); `a`
-    (m,): the fixed second layer; `X` (n, d), `y` (n,) in {-1, +1}; `gamma` in (0, 1).
-    `kink_tol`: relative size of a pre-activation counted as on the kink; `rounds`:
-    alternations of the two fits. Jit-compiled and `jax.vmap`-able (over GD checkpoints).
+    See the module docstring for the conditions. Jit-compiled and `jax.vmap`-able (over GD
+    checkpoints).
+
+    **Arguments:**
+
+    - `W` (m, d): the first layer (any scale), real and finite, m >= 1.
+    - `a` (m,): the fixed second layer, real and finite.
+    - `X` (n, d): the inputs, real and finite, n >= 1.
+    - `y` (n,): the labels, in {-1, +1}.
+    - `gamma`: the leaky-ReLU slope, one number in (0, 1).
+    - `kink_tol`: the relative size of a pre-activation counted as on the kink
+      (|<w_j, x_i>| <= `kink_tol` ||w_j|| ||x_i||), one finite number >= 0 (default 1e-9).
+    - `rounds`: the alternations of the two fits, an integer >= 1 (default 20).
+
+    **Returns:** a `KKTResidualSolution`: `residual`, `stationarity`, `complementarity`
+    (`inf` where W does not separate the data), `multipliers` (n,), `slopes` (m, n),
+    `on_kink` (m, n), `min_margin`, `margins` (n,), `result` (`successful` or `infeasible`)
+    and `stats`.
+
+    **Raises:** `ValueError` on shapes that do not match, no sample or no neuron, `gamma`
+    outside (0, 1), a `kink_tol` that is not one finite number >= 0, `rounds` not an integer
+    >= 1, non-finite `W`, `X` or `a`, or labels outside {-1, +1}.
 
     At `max_margin`'s solution the residual is at rounding level; at a separating W that is
     not the limit direction it is O(1):

@@ -97,6 +97,16 @@ class MaxMarginSolution(AbstractSolution):
 def activation_pattern(W: Float[Array, "m d"], X: Float[Array, "n d"]) -> Bool[Array, "m n"]:
     """s_ji = [<w_j, x_i> > 0]: the neurons' activation pattern on the samples.
 
+    **Arguments:**
+
+    - `W` (m, d): the first layer, one neuron w_j per row, real and finite.
+    - `X` (n, d): the inputs, one sample x_i per row, real and finite.
+
+    **Returns:** the pattern, a boolean array of shape (m, n).
+
+    **Raises:** `ValueError` where `W` is not 2-D, `X` is not (n, d) with `W`'s d, or either
+    holds a non-finite entry.
+
     >>> activation_pattern(jnp.array([[1.0, -1.0]]), jnp.eye(2)).tolist()
     [[True, False]]
     """
@@ -107,6 +117,18 @@ def activation_pattern(W: Float[Array, "m d"], X: Float[Array, "n d"]) -> Bool[A
 
 def all_activated(W, a, X, y) -> Bool[Array, ""]:
     """Whether a_j y_i <x_i, w_j> > 0 for every neuron j and sample i.
+
+    **Arguments:**
+
+    - `W` (m, d): the first layer, real and finite.
+    - `a` (m,): the second layer, real and finite.
+    - `X` (n, d): the inputs, real and finite.
+    - `y` (n,): the labels, real and finite (their signs count; they need not be +-1).
+
+    **Returns:** a boolean scalar array.
+
+    **Raises:** `ValueError` on shapes that do not match, or on complex, boolean or non-finite
+    entries.
 
     >>> bool(all_activated(jnp.array([[1.0, -1.0]]), jnp.ones(1), jnp.eye(2), jnp.array([1.0, -1.0])))
     True
@@ -143,18 +165,38 @@ def max_margin(
 ) -> MaxMarginSolution:
     """The limit direction of GD on the exponential loss: min ||W||_F^2 s.t. y_i f(x_i; W) >= 1.
 
-    phi is fixed by the activation `pattern` (m, n) (True where <w_j, x_i> > 0); the default
-    is the all-activated pattern s_ji = [a_j y_i > 0] of the strong-signal case. Solved exactly
-    through its dual by an active-set method (module docstring) until the KKT conditions hold
-    to `tol` (default 1e3 x machine epsilon x max G_ii); the result carries the duality gap
-    and the KKT residual as its certificate. Data of any scale are exact: the program is
-    solved with X and a scaled by powers of 2 to max |.| in [1, 2), and `tol` and the KKT
-    residual refer to that scaled program. Jit-compiled and `jax.vmap`-able.
+    phi is fixed by the activation `pattern`. Solved exactly through its dual by an
+    active-set method (module docstring) until the KKT conditions hold to `tol`; the result
+    carries the duality gap and the KKT residual as its certificate. Data of any scale are
+    exact: the program is solved with X and a scaled by powers of 2 to max |.| in [1, 2), and
+    `tol` and the KKT residual refer to that scaled program. Jit-compiled and `jax.vmap`-able.
 
-    Bad shapes, gamma outside (0, 1) or labels outside {-1, +1} raise `ValueError`; an
-    infeasible program (non-separable data for this pattern) returns
+    An infeasible program (non-separable data for this pattern) returns
     `result = RESULTS.infeasible` with W = 0, never NaN and never a hang (the loop is bounded
-    by 10 n iterations). `throw=True` raises instead of returning a failed result.
+    by 10 n iterations).
+
+    **Arguments:**
+
+    - `X` (n, d): the inputs, real (not checked for finiteness: a non-finite Gram matrix
+      gives `RESULTS.nonfinite`).
+    - `y` (n,): the labels, in {-1, +1}.
+    - `a` (m,): the fixed second layer (likewise).
+    - `gamma`: the leaky-ReLU slope, one number in (0, 1).
+    - `pattern` (m, n), boolean: the activation pattern solved for, True where
+      <w_j, x_i> > 0; default (None) the all-activated pattern s_ji = [a_j y_i > 0] of the
+      strong-signal case.
+    - `tol`: the KKT tolerance, one finite number > 0 (default None: 1e3 x machine epsilon x
+      max G_ii).
+    - `throw`: True raises instead of returning a failed result (default False).
+
+    **Returns:** a `MaxMarginSolution`: `W` (m, d) of unit Frobenius norm, `dual` (n,),
+    `norm`, `margins` (n,), the certificate (`duality_gap`, `relative_gap`, `kkt_residual`),
+    `pattern` (m, n), `pattern_consistent`, `result` and `stats`.
+
+    **Raises:** `ValueError` on shapes that do not match, `gamma` outside (0, 1), labels
+    outside {-1, +1}, a non-boolean `pattern`, a `tol` that is not one finite number > 0, or a
+    `throw` that is not True or False; with `throw=True`, `eqx.EquinoxRuntimeError` carrying
+    `result`'s message where the solve did not succeed.
 
     >>> X = jnp.array([[2.0, 0.0], [0.0, 1.0]]); y = jnp.array([1.0, -1.0])
     >>> mm = max_margin(X, y, jnp.array([1.0, -1.0]), 0.5)
@@ -246,6 +288,16 @@ def effective_direction(W: Float[Array, "m d"], a: Float[Array, " m"]) -> Float[
     increasing and positively homogeneous, so A_+ phi(<u_+, x>) > A_- phi(<u_-, x>) iff
     <A_+ u_+ - A_- u_-, x> > 0.
 
+    **Arguments:**
+
+    - `W` (m, d): the first layer, finite.
+    - `a` (m,): the second layer, finite.
+
+    **Returns:** v, an array of shape (d,).
+
+    **Raises:** `ValueError` where `W` is not 2-D, `a` is not (m,), or either holds a
+    non-finite entry.
+
     >>> effective_direction(jnp.array([[1.0, 0.0], [0.0, 1.0]]), jnp.array([1.0, -1.0])).tolist()
     [1.0, -1.0]
     """
@@ -256,7 +308,18 @@ def effective_direction(W: Float[Array, "m d"], a: Float[Array, " m"]) -> Float[
 
 def one_minus_cos(W: Float[Array, "... m d"], W_star: Float[Array, "m d"]) -> Float[Array, "..."]:
     """1 - cos(W, W*) = ||W/||W|| - W*/||W*|| ||^2 / 2, accurate down to 1e-32 (no
-    cancellation); a leading axis of `W` (checkpoints) is kept.
+    cancellation).
+
+    **Arguments:**
+
+    - `W` (..., m, d): the matrix, or a stack of them along leading axes (checkpoints);
+      finite and nonzero.
+    - `W_star` (m, d): the reference matrix, finite and nonzero.
+
+    **Returns:** 1 - cos(W, W*), an array of `W`'s leading shape (a scalar for one matrix).
+
+    **Raises:** `ValueError` where `W_star` is not 2-D, `W` does not end in `W_star`'s shape,
+    either holds a non-finite entry, or either is zero (the cosine is undefined).
 
     >>> float(one_minus_cos(jnp.array([[1.0, 1e-8]]), jnp.array([[1.0, 0.0]]))) / 5e-17
     1.0000000000000002
@@ -299,9 +362,26 @@ def mixture_test_error(
 
         err = eta + (1 - 2 eta) Phi(-<v, mu> / ||Sigma^(1/2) v||),
 
-    Sigma = `cov` or noise_scale^2 I, eta = `label_noise` (the test labels flipped with
-    probability eta). Exact for Gaussian noise when the boundary is linear; for other noise it
-    is the Gaussian approximation of the margin's distribution.
+    Sigma = `cov` or noise_scale^2 I, eta = `label_noise`. Exact for Gaussian noise when the
+    boundary is linear; for other noise it is the Gaussian approximation of the margin's
+    distribution.
+
+    **Arguments:**
+
+    - `W` (m, d), `a` (m,): the net's first and second layer, finite, with
+      v = sum_j a_j w_j nonzero.
+    - `mu` (d,): the class mean, finite.
+    - `noise_scale`: sigma, finite and > 0 (default 1); used only without `cov`.
+    - `cov` (d, d): the noise covariance Sigma, finite (default None: sigma^2 I).
+    - `label_noise`: eta, the probability that a test label is flipped, in [0, 1/2)
+      (default 0).
+
+    **Returns:** the test error, a scalar array (broadcast against an array-valued
+    `noise_scale` or `label_noise`).
+
+    **Raises:** `ValueError` on shapes that do not match, non-finite `W`, `a`, `mu` or `cov`,
+    a `noise_scale` that is not finite and > 0, a `label_noise` outside [0, 1/2), or
+    v^T Sigma v <= 0 (a zero effective direction, or a `cov` that is not positive there).
 
     >>> W = jnp.array([[1.0, 0.0], [0.0, 0.0]]); a = jnp.array([1.0, -1.0])
     >>> round(float(mixture_test_error(W, a, jnp.array([1.0, 0.0]))), 4)  # Phi(-1)
@@ -332,6 +412,20 @@ def signal_regime(n, signal, d, noise_scale=1.0) -> Float[Array, ""]:
     term dominates and err ~ Phi(-sqrt(n) ||mu||^2 / sqrt(R)); above 1 (strong signal) the
     signal dominates and err ~ Phi(-||mu|| / sigma), the Bayes error.
 
+    **Arguments:**
+
+    - `n`: the number of training samples, an integer >= 1.
+    - `signal`: ||mu||, finite and >= 0 (a number or an array).
+    - `d`: the input dimension, an integer >= 1.
+    - `noise_scale`: sigma, the noise's per-coordinate standard deviation, finite and > 0
+      (default 1).
+
+    **Returns:** n ||mu||^2 / (d sigma^2), an array of the broadcast shape of `signal` and
+    `noise_scale`.
+
+    **Raises:** `ValueError` where `n` or `d` is not an integer >= 1, `signal` is not finite
+    and >= 0, or `noise_scale` is not finite and > 0.
+
     >>> float(signal_regime(20, 10.0, 400))
     5.0
     """
@@ -345,14 +439,30 @@ def signal_regime(n, signal, d, noise_scale=1.0) -> Float[Array, ""]:
 def bayes_error(signal, noise_scale=1.0, label_noise=0.0, *, dof=None):
     """The Bayes error of the mixture x = y mu + z, z ~ N(0, sigma^2 I), with the labels
     flipped with probability eta: eta + (1 - 2 eta) Phi(-||mu|| / sigma), attained by the
-    direction mu itself. A Python float for Python inputs.
+    direction mu itself.
 
-    With `dof` (> 2), the noise entries are Student-t with `dof` degrees of freedom scaled to
+    With `dof`, the noise entries are Student-t with `dof` degrees of freedom scaled to
     variance sigma^2, as `dynamics.gaussian_mixture(noise="student_t")` draws them, with mu
     along a coordinate axis: only that coordinate carries the label, its density
     f(x_1 - y ||mu||) is symmetric and decreasing in |x_1 - y ||mu|||, so the Bayes rule is
     sign(x_1) and the error is eta + (1 - 2 eta) F_t(-||mu|| / (sigma sqrt((dof - 2) / dof))),
     F_t(-x) = I_{dof / (dof + x^2)}(dof / 2, 1 / 2) / 2.
+
+    **Arguments:**
+
+    - `signal`: ||mu||, finite and >= 0 (a number or an array).
+    - `noise_scale`: sigma, finite and > 0 (default 1).
+    - `label_noise`: eta, the probability of a flipped label, in [0, 1/2) (default 0).
+    - `dof`: None (default) for Gaussian noise, or the Student-t degrees of freedom: one
+      finite number > 2, known outside `jit` (it selects the formula); from 1e6 on the
+      Gaussian formula is used.
+
+    **Returns:** the Bayes error: a Python float where `signal`, `noise_scale` and
+    `label_noise` are Python numbers, else an array of the inputs' broadcast shape.
+
+    **Raises:** `ValueError` where `signal` is not finite and >= 0, `noise_scale` is not
+    finite and > 0, `label_noise` is outside [0, 1/2), or `dof` is traced, not a real number,
+    or not finite and > 2.
 
     >>> round(bayes_error(1.0), 6)
     0.158655

@@ -399,10 +399,38 @@ def online_fixed_point(
     trajectory that passes it at distance eps from the symmetric manifold stays for about
     log(1 / eps) / lambda. `result` is `RESULTS.singular` where the Jacobian is singular (a
     continuum of fixed points: two linear units on two), `RESULTS.max_steps_reached` where
-    ||field|| does not fall below `tol` within `max_steps` Newton steps. `second_order=False`
-    drops the lr^2 terms: the fixed points of the population gradient flow itself (with
-    them, at lr = 1e-6, the symmetric plateau of erf K = M = 2 moved by 1e-6 in Q; `tol` is
-    on the field, which scales with lr).
+    ||field|| does not fall below `tol` within `max_steps` Newton steps.
+
+    **Arguments:**
+
+    - `state`: the `OrderParameters` to start Newton's method from (Q (K, K) and T (M, M)
+      symmetric, [[Q, R], [R^T, T]] positive semidefinite, R (K, M), a (K,), c (M,), finite).
+    - `activation`: `"erf"` (default), `"relu"`, `"linear"` (closed forms) or a callable
+      (Gauss-Hermite with `nodes` points per dimension).
+    - `lr`, `lr_second`: the learning rates of the first and second layer, one finite number
+      each, `lr` > 0 (default 1) and `lr_second` >= 0 (default 0: `a` is held fixed and is no
+      free coordinate); `noise`: the label noise's standard deviation, >= 0 (default 0).
+    - `nodes`: the Gauss-Hermite points per dimension, an integer >= 4 (default 12).
+    - `tol`: the target for ||field||, one finite number > 0 (default 1e-12); the field scales
+      with lr.
+    - `max_steps`: the Newton steps allowed, an integer >= 1 (default 50).
+    - `second_order`: True (default) keeps the lr^2 terms; False drops them: the fixed points
+      of the population gradient flow itself (with them, at lr = 1e-6, the symmetric plateau
+      of erf K = M = 2 moved by 1e-6 in Q).
+    - `throw`: True raises where Newton's method fails instead of returning a failed
+      `result` (default False).
+
+    **Returns:** an `OnlineFixedPoint`: the fixed point `state`, its `eg`, the Jacobian's
+    `eigenvalues` (complex, sorted by decreasing real part), `field_norm`, `result`
+    (`successful`, `singular`, `max_steps_reached`, or `nonfinite` where ||field|| became
+    non-finite) and `stats` (`num_steps`).
+
+    **Raises:** `ValueError` where `state` is no `OrderParameters`, has shapes that do not
+    match, non-finite entries, or is no Gram matrix; `activation` is neither a name of
+    `ONLINE_EXACT` nor a callable; a rate or `noise` is not one finite number of its range;
+    `nodes` < 4; `max_steps` is not an integer >= 1; `tol` is not one finite number > 0; or
+    `second_order` or `throw` is not True or False; with `throw=True`,
+    `eqx.EquinoxRuntimeError` where `result` is not successful.
 
     >>> jax.config.update("jax_enable_x64", True)
     >>> s = OrderParameters(Q=jnp.full((1, 1), 0.8), R=jnp.full((1, 1), 0.7), T=jnp.ones((1, 1)),

@@ -85,7 +85,19 @@ def margin_conditions(
     Positive correlation <y_i x_i, y_k x_k> >= 0 for all pairs, and near-orthogonality
     ||x_i||^2 >= n max_{k != i} |<x_i, x_k>| / gamma (the constant C = 1 / gamma is derived in
     the module docstring: under it one GD step from a vanishing init activates every neuron).
-    `X` (n, d), `y` (n,) in {-1, +1}, `gamma` in (0, 1). Jit- and vmap-able.
+    Jit- and vmap-able.
+
+    **Arguments:**
+
+    - `X` (n, d): the training inputs, real and finite, n >= 1.
+    - `y` (n,): the labels, in {-1, +1}.
+    - `gamma`: the leaky-ReLU slope, one number in (0, 1).
+
+    **Returns:** a `MarginConditions` of scalar arrays: `positively_correlated`,
+    `min_correlation`, `orthogonality_ratio` and `near_orthogonal`.
+
+    **Raises:** `ValueError` where `X` is not 2-D or has no row, `y` is not (n,) or leaves
+    {-1, +1}, `gamma` is outside (0, 1), or `X` holds a non-finite entry.
 
     >>> c = margin_conditions(jnp.array([[3.0, 0.1], [-3.0, 0.1]]), jnp.array([1.0, -1.0]), 0.1)
     >>> bool(c.positively_correlated), bool(c.near_orthogonal)
@@ -136,6 +148,19 @@ def span_error_bound(
     eta = `label_noise`. It bounds from below every net whose first-layer rows lie in that span,
     as GD keeps them from a vanishing init (see the module docstring).
 
+    **Arguments:**
+
+    - `X` (n, d): the training inputs, real and finite.
+    - `mu` (d,): the class mean, real and finite.
+    - `noise_scale`: sigma, finite and > 0 (default 1).
+    - `label_noise`: eta, in [0, 1/2) (default 0).
+
+    **Returns:** the bound, a scalar array (broadcast against an array-valued `noise_scale`
+    or `label_noise`).
+
+    **Raises:** `ValueError` where `X` is not 2-D, `mu` is not (d,), either is not real and
+    finite, `noise_scale` is not finite and > 0, or `label_noise` is outside [0, 1/2).
+
     >>> X = jnp.array([[1.0, 0.0, 0.0]]); mu = jnp.array([1.0, 1.0, 0.0])
     >>> round(float(span_error_bound(X, mu)), 4)  # ||P mu|| = 1: Phi(-1)
     0.1587
@@ -164,7 +189,21 @@ def transition_lower_bound(n, signal, d, *, noise_scale=1.0, label_noise=0.0):
 
     the Bayes error Phi(-s / sigma) when n s^2 >> d sigma^2 and Phi(-sqrt(n) s^2 /
     (sigma^2 sqrt(d))) when n s^2 << d sigma^2. Where it exceeds the Bayes error by a margin,
-    benign overfitting of the max-margin net must fail. Array-valued in `signal`.
+    benign overfitting of the max-margin net must fail.
+
+    **Arguments:**
+
+    - `n`: the number of training samples, an integer >= 1.
+    - `signal`: s = ||mu||, finite and >= 0, a number or an array.
+    - `d`: the input dimension, an integer >= 1.
+    - `noise_scale`: sigma, finite and > 0 (default 1).
+    - `label_noise`: eta, the test labels' flip probability, in [0, 1/2) (default 0).
+
+    **Returns:** the approximate bound, an array of `signal`'s shape (broadcast against
+    array-valued `noise_scale` or `label_noise`).
+
+    **Raises:** `ValueError` where `n` or `d` is not an integer >= 1, `noise_scale` is not
+    finite and > 0, `label_noise` is outside [0, 1/2), or `signal` is not finite and >= 0.
 
     >>> round(float(transition_lower_bound(20, 1.0, 400)), 4)  # weak signal: far above Phi(-1)
     0.3788

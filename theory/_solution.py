@@ -94,6 +94,16 @@ def name_nonfinite(result, *trees):
     or the field at the stop (`trees`) is not finite: the solve was rejecting every step
     because of a NaN or an overflow, which no larger `max_steps` cures.
 
+    **Arguments:**
+
+    - `result`: a `RESULTS` item (a batch of them under `vmap`).
+    - `*trees`: the state and the field at the stop, any pytrees of arrays.
+
+    **Returns:** a `RESULTS` item: `RESULTS.nonfinite` where `result` is `max_steps_reached`
+    and some leaf of `trees` holds a NaN or an inf, else `result`.
+
+    **Raises:** `ValueError` where `result` is not a `RESULTS` item.
+
     >>> name_nonfinite(RESULTS.max_steps_reached, jnp.array([1.0, jnp.nan])) == RESULTS.nonfinite
     Array(True, dtype=bool)
     """
@@ -104,6 +114,13 @@ def name_nonfinite(result, *trees):
 
 def diffrax_stats(sol: diffrax.Solution) -> dict:
     """The `stats` of a solution from a diffrax solve: its step counts.
+
+    **Arguments:**
+
+    - `sol`: a `diffrax.Solution`.
+
+    **Returns:** a dict with the keys `"num_steps"`, `"num_accepted_steps"` and
+    `"num_rejected_steps"`, each an integer array taken from `sol.stats`.
 
     >>> term = diffrax.ODETerm(lambda t, y, args: -y)
     >>> sol = diffrax.diffeqsolve(term, diffrax.Tsit5(), 0.0, 1.0, 0.1, 1.0)
@@ -120,6 +137,17 @@ def _check_result(result):
 
 def result_names(result) -> str:
     """The member name(s) of a RESULTS item: `RESULTS.successful`, or a list under `vmap`.
+
+    **Arguments:**
+
+    - `result`: a `RESULTS` item (of any enumeration with Equinox's item layout, diffrax's
+      `RESULTS` included), one or a batch.
+
+    **Returns:** a string: `"RESULTS.<name>"` for one item, the list of names as a string
+    for a batch (flattened), and `"RESULTS.<traced>"` for a traced item; a value that names
+    no member shows as its integer.
+
+    **Raises:** `ValueError` where `result` is not a `RESULTS` item.
 
     >>> result_names(RESULTS.diverged)
     'RESULTS.diverged'

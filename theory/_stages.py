@@ -93,6 +93,37 @@ def stage_times(
 
     Times past `horizon` are `inf`.
 
+    **Arguments:**
+
+    - `activation`: an even activation, a name of `EVEN_ACTIVATIONS`.
+    - `r`: the number of target directions, an integer >= 1.
+    - `d`: the input dimension, an integer >= r.
+    - `m`: the number of neurons, an integer >= 1 (it sets `typical_alignment`'s start).
+    - `weight_decay`: lambda, one finite number >= 0, small enough that every stage's mass
+      equilibrium (`stage_equilibria`) is > 0.
+    - `alpha0`: the initial mass alpha~(0), finite, > 0 and below stage 0's equilibrium
+      (default 1).
+    - `threshold`: one number in (0, 1), the t_0 and t_2 criteria above (default 0.1).
+    - `eps`: one number in (0, 1), the t_4 criterion above (default 0.1).
+    - `horizon`: the last time solved for, finite and > 0 (default 1e3).
+    - `points`: the size of the uniform time grid on [0, `horizon`] on which the crossings
+      are read, an integer >= 2 (default 20001).
+    - `initial_alignment`: None (default), or the starts p_k in [0, 1] of t_4 above: an array
+      of shape (r,), or one number for every k.
+    - `throw`: True raises where an ODE solve fails instead of returning a failed `result`
+      (default False).
+
+    **Returns:** a `StageTimesSolution`: `t_0`, `t_2`, `t_4` (scalar arrays, `inf` past the
+    horizon), `result` and `stats`.
+
+    **Raises:** `ValueError` where `activation` is not even, `r`, `m` or `points` is not an
+    integer >= 1 (>= 2 for `points`), `d` < r, `weight_decay` is negative, not finite or so
+    large that a stage's mass equilibrium is <= 0, `threshold` or `eps` is not one number in
+    (0, 1), `alpha0` is not finite and > 0 or not below stage 0's equilibrium, `horizon` is
+    not finite and > 0, `initial_alignment` is not of shape (r,) or () or leaves [0, 1], or
+    `throw` is not True or False; with `throw=True`, `eqx.EquinoxRuntimeError` where a solve
+    failed.
+
     >>> st = stage_times(activation="abs", r=8, d=40, m=20, weight_decay=0.4)
     >>> bool(st.ok), bool(0 < st.t_0 < st.t_2 < st.t_4)
     (True, True)
@@ -182,6 +213,23 @@ def measured_stage_times(
     `equilibrium`, at which q(t) < threshold, and at which the best neurons' mean alignment is
     above 1 - eps; `inf` where it never happens. NumPy in, NumPy out (a measurement).
 
+    **Arguments:**
+
+    - `ts` (T,): the save times, finite, >= 0 and nondecreasing.
+    - `alpha` (T,): the mass alpha~ at `ts`, finite.
+    - `q` (T,): the mass ratio q = beta_2 / beta_1 at `ts`, finite.
+    - `alignment` (T,): the best neurons' mean alignment at `ts`, finite.
+    - `equilibrium`: stage 0's mass equilibrium alpha~*, one finite number.
+    - `threshold`: a number in (0, 1) (default 0.1).
+    - `eps`: a number in (0, 1) (default 0.1).
+
+    **Returns:** a NumPy float array of shape (3,): the measured times of stages 0, 2 and
+    >= 4.
+
+    **Raises:** `ValueError` where `ts` is not a 1-D, non-empty, finite, nondecreasing grid
+    from t >= 0, `alpha`, `q` or `alignment` does not have `ts`' shape or holds a non-finite
+    entry, `equilibrium` is not finite, or `threshold` or `eps` is outside (0, 1).
+
     >>> ts = np.array([0.0, 1.0, 2.0, 3.0])
     >>> measured_stage_times(ts, np.array([1.0, 2.0, 3.0, 3.0]), np.array([1.0, 0.5, 0.05, 0.01]),
     ...                      np.array([0.1, 0.2, 0.5, 0.95]), equilibrium=3.0).tolist()
@@ -249,6 +297,28 @@ def compare_stages(
     `measured_stage_times` (alpha~, q = beta_2 / beta_1 and the best neurons' mean alignment
     at the save times `ts`), with the predicted plateaus and masses and the run's `loss` at
     both times. NumPy out (a measurement).
+
+    **Arguments:**
+
+    - `ts` (T,): the run's save times, finite, >= 0 and nondecreasing.
+    - `loss` (T,): the run's loss at `ts`, finite.
+    - `alpha`, `q`, `alignment` (T,): the run's alpha~, q and best neurons' mean alignment at
+      `ts` (as for `measured_stage_times`).
+    - `activation`, `r`, `d`, `m`, `weight_decay`: the run's setting, as for `stage_times`
+      (which is called with its default `alpha0` = 1, `horizon` and `points`).
+    - `initial_alignment`: None (default) or the starts of the alignment stage, as for
+      `stage_times`.
+    - `threshold`, `eps`: numbers in (0, 1), for both `stage_times` and
+      `measured_stage_times` (default 0.1 each).
+
+    **Returns:** a `StageComparison` of NumPy arrays of shape (3,) (stages 0, 2 and >= 4):
+    `predicted_time`, `measured_time`, `predicted_plateau`, `loss_at_predicted_time`,
+    `loss_at_measured_time`, `predicted_mass`, and the `prediction` itself.
+
+    **Raises:** `ValueError` on a bad `ts` or a `loss` not of its shape or not finite, and
+    wherever `stage_equilibria`, `stage_times` or `measured_stage_times` refuse their
+    arguments (including a `weight_decay` that puts stage 0's mass equilibrium at or below
+    `stage_times`' default `alpha0` = 1).
 
     >>> ts = np.linspace(0.0, 40.0, 5)
     >>> cmp = compare_stages(ts, np.full(5, 0.1), np.linspace(1.0, 3.0, 5), np.full(5, 0.5),

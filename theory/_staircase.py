@@ -89,6 +89,20 @@ def mass_ode(alpha0, ts: Float[Array, " T"], *, c0, r, weight_decay) -> Float[Ar
     """The solution of d alpha~/dt = 4 c_0^2 alpha~ (K - alpha~), K = r - lambda / (2 c_0^2):
     the logistic curve alpha~(t) = K / (1 + (K / alpha0 - 1) exp(-4 c_0^2 K t)).
 
+    **Arguments:**
+
+    - `alpha0`: alpha~(0), one finite number > 0, at least the dtype's smallest normal number.
+    - `ts` (T,): the times, finite; negative ones run the curve backwards.
+    - `c0`: the Hermite coefficient c_0, one finite number > 0.
+    - `r`: the number of target directions, an integer >= 1.
+    - `weight_decay`: lambda, one finite number >= 0 with K > 0.
+
+    **Returns:** alpha~ at `ts`, an array of `ts`' shape.
+
+    **Raises:** `ValueError` where `alpha0` is not one finite number > 0 or is subnormal,
+    `ts` holds a non-finite entry, `mass_equilibrium` refuses `c0`, `r` or `weight_decay`
+    (K <= 0 among them), or, from `alpha0` above K, `ts` reach back past the curve's pole.
+
     >>> [round(v, 4) for v in mass_ode(1.0, jnp.array([0.0, 10.0]), c0=1.0, r=4, weight_decay=2.0).tolist()]
     [1.0, 3.0]
     """  # noqa: E501
@@ -150,9 +164,30 @@ def lotka_volterra(
     throw: bool = False,
 ) -> ODESolution:
     """(beta_1, beta_2) at the times `ts` (from t = 0) under the module docstring's ODEs, solved
-    with diffrax (Tsit5, rtol = atol = 1e-10): `ys` (T, 2). `corrected=False` drops the
-    -2 c_2^2 beta_2 term, as the paper writes it. `weight_decay` may be an array; jit- and
-    vmap-able.
+    with diffrax (Tsit5, rtol = atol = 1e-10). Jit- and vmap-able.
+
+    **Arguments:**
+
+    - `beta0` (2,): (beta_1, beta_2) at t = 0, finite and >= 0.
+    - `ts` (T,): the save times, finite, >= 0 and nondecreasing.
+    - `c0`: the Hermite coefficient c_0, one finite number > 0.
+    - `c2`: the Hermite coefficient c_2, one finite number >= 0.
+    - `r`: the number of target directions, an integer >= 1.
+    - `d`: the input dimension, an integer >= r.
+    - `weight_decay`: lambda, one finite number >= 0 (may be a JAX array).
+    - `corrected`: True (default) keeps the -2 c_2^2 beta_2 term; False drops it, as the
+      paper writes it.
+    - `throw`: True raises where the solve fails instead of returning a failed `result`
+      (default False).
+
+    **Returns:** an `ODESolution`: `ts`, `ys` (T, 2) holding (beta_1, beta_2), `result` and
+    `stats`.
+
+    **Raises:** `ValueError` where `r` or `d` is not an integer >= 1 (`d` >= r),
+    `weight_decay`, `c0` or `c2` is not one finite number of its range, `ts` is not a
+    non-empty, finite, nondecreasing grid from t >= 0, `beta0` is not (2,), finite and >= 0,
+    or `corrected` or `throw` is not True or False; with `throw=True`,
+    `eqx.EquinoxRuntimeError` where the solve failed.
 
     At lambda = 0 the relevant mass beta_1 goes to 1 and beta_2 to 0:
 
@@ -185,6 +220,21 @@ def mass_ratio(beta, *, c0, c2, r: int, d: int):
     """q(t) = c_0^2 (d - r) beta_2 / ((c_0^2 r + c_2^2) beta_1): irrelevant against relevant
     mass, weighted by their degree-0 and degree-2 pull; the paper bounds it by (d/r) e^(-rho t).
 
+    **Arguments:**
+
+    - `beta` (..., 2): (beta_1, beta_2) along the last axis (e.g. `lotka_volterra`'s `ys`),
+      finite and >= 0.
+    - `c0`: the Hermite coefficient c_0, finite and > 0.
+    - `c2`: the Hermite coefficient c_2, finite and >= 0.
+    - `r`: the number of target directions, an integer >= 1.
+    - `d`: the input dimension, an integer >= r.
+
+    **Returns:** q, an array of `beta`'s leading shape (inf or NaN where beta_1 = 0).
+
+    **Raises:** `ValueError` where `beta` does not end in an axis of 2 or is not finite and
+    >= 0, `r` or `d` is not an integer >= 1, `d` < r, `c0` is not finite and > 0, or `c2` is
+    not finite and >= 0.
+
     >>> float(mass_ratio(jnp.array([1.0, 0.5]), c0=1.0, c2=1.0, r=1, d=3))
     0.5
     """
@@ -205,8 +255,27 @@ def tensor_power(
 ) -> ODESolution:
     """p(t) under dp/dt = 2 (1 - p) sum_{j>=2} 2j c_{2j}^2 p^j, the alignment of a neuron with
     one target direction (p = squared coordinate of its direction in the target subspace),
-    truncated at degree `max_degree`; `ys` (T,). From p0, e.g. the best initial neuron's
-    2 log(m) / r. p = 1 is the fixed point, and p rises monotonically towards it:
+    truncated at degree `max_degree`.
+
+    **Arguments:**
+
+    - `p0`: the start p(0), one number in [0, 1], e.g. the best initial neuron's
+      2 log(m) / r (`stage_times` starts from `initial_alignment` or `typical_alignment`).
+    - `ts` (T,): the save times, finite, >= 0 and nondecreasing (the solve starts at t = 0).
+    - `activation`: an even activation, a name of `EVEN_ACTIVATIONS`.
+    - `max_degree`: the truncation degree, an integer >= 0 (at most 300 for the GeLU and
+      Swish even parts); default 40.
+    - `throw`: True raises where the solve fails instead of returning a failed `result`
+      (default False).
+
+    **Returns:** an `ODESolution`: `ts`, `ys` (T,) holding p, `result` and `stats`.
+
+    **Raises:** `ValueError` where `activation` is not even, `max_degree` is not a
+    non-negative integer (or above 300 for a quadrature activation), `ts` is not a non-empty,
+    finite, nondecreasing grid from t >= 0, `p0` is outside [0, 1], or `throw` is not True or
+    False; with `throw=True`, `eqx.EquinoxRuntimeError` where the solve failed.
+
+    p = 1 is the fixed point, and p rises monotonically towards it:
 
     >>> sol = tensor_power(0.5, jnp.array([0.0, 1.0, 100.0]), activation="abs")
     >>> bool(sol.ok), bool(sol.ys[1] > 0.5), round(float(sol.ys[-1]), 3)
@@ -236,6 +305,18 @@ def initial_alignment(
     best neuron's max_i (w_i . e_k)^2 / sum_l (w_i . e_l)^2, its direction projected on the
     target subspace (the degree-2 stage removes the rest and keeps the projected direction).
 
+    **Arguments:**
+
+    - `W` (m, d): the first layer at initialization, one neuron per row, finite.
+    - `directions` (r, d): the target directions e_1..e_r, orthonormal rows (to 1e-6),
+      finite.
+
+    **Returns:** the alignments, an array of shape (r,) with entries in [0, 1].
+
+    **Raises:** `ValueError` where `W` is not 2-D, `directions` is not (r, d) with `W`'s d
+    and r >= 1, either holds a non-finite entry, or the rows of `directions` are not
+    orthonormal.
+
     >>> initial_alignment(jnp.array([[3.0, 4.0, 5.0]]), jnp.eye(3)[:2]).tolist()
     [0.36, 0.64]
     """
@@ -259,6 +340,15 @@ def typical_alignment(*, r: int, m: int) -> Float[Array, ""]:
     It replaces the heuristic 2 log(m) / r, which is >= 1 for small r (e.g. r = 4, m = 64)
     and, at the paper's size (r = 20, m = 250), 0.552 against the actual 0.383: a start too
     close to alignment, which made t_4 early.
+
+    **Arguments:**
+
+    - `r`: the number of target directions, an integer >= 1.
+    - `m`: the number of neurons, an integer >= 1.
+
+    **Returns:** the median p, a scalar array in (0, 1] (1 for r = 1).
+
+    **Raises:** `ValueError` where `r` or `m` is not an integer >= 1.
 
     >>> [round(float(typical_alignment(r=r, m=m)), 3) for r, m in [(20, 250), (4, 64)]]
     [0.383, 0.915]
