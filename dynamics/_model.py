@@ -151,10 +151,8 @@ def square_loss(model: TwoLayerReLU, data: tuple) -> Float[Array, ""]:
     >>> float(square_loss(model, (jnp.eye(2), jnp.array([1.0, 2.0]))))
     1.0
     """
-    X, y = check_data(data)
-    check_shape("y", y, (jnp.shape(X)[0],))
-    if jnp.shape(X)[0] == 0:
-        raise ValueError("`X` must hold at least one sample, got none")
+    check_model("model", model, TwoLayerReLU)
+    X, y = check_data(data, d=jnp.shape(model.W)[-1])
     model, X = _finite_model_and_inputs(model, X)
     r = model.predict(X) - check_finite("y", y)
     return 0.5 * jnp.mean(r * r)

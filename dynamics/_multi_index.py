@@ -275,8 +275,7 @@ def sample_loss(
     0.0
     """
     check_model("model", model, MeanFieldNet)
-    X, y = check_data(data)
-    check_shape("y", y, (jnp.shape(X)[0],))
+    X, y = check_data(data, d=jnp.shape(model.W)[-1])
     W = check_finite("model.W", model.W)
     X, y = check_finite("X", X), check_finite("y", y)
     return _sample_loss(MeanFieldNet(W, model.activation), X, y, batch_size)

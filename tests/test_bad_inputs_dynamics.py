@@ -307,6 +307,14 @@ CASES["square_loss"] += [
 CASES["signs_and_directions"] += [
     (lambda: D.signs_and_directions(NET2, jnp.zeros((0, 2))), ValueError, "at least one row")
 ]
+# a 1-D or too-wide X is refused, not broadcast into a wrong loss
+CASES["square_loss"] += [
+    (lambda: D.square_loss(NET2, (jnp.ones(2), jnp.ones(2))), ValueError, "`X` must have shape"),
+    (lambda: D.square_loss(NET2, (jnp.ones((3, 3)), jnp.ones(3))), ValueError, r"\(\*, 2\)"),
+]
+CASES["sample_loss"] += [
+    (lambda: D.sample_loss(MF, (jnp.ones(4), jnp.ones(4))), ValueError, "`X` must have shape"),
+]
 
 # trust round 2: NaN through the losses, the wrong network, infinite dof
 NAN_NET2 = D.TwoLayerReLU(jnp.array([NAN, -1.0]), jnp.eye(2))

@@ -498,6 +498,16 @@ CASES["online_fixed_point"] = [
     (lambda: T.online_fixed_point(_STATE, max_steps=0), ValueError, "`max_steps`"),
     (lambda: T.online_fixed_point(_STATE, noise=NAN), ValueError, "`noise`"),
 ]
+# under jit the checks live in the data flow of the values used (they were dropped before)
+CASES["online_field"] += [
+    (lambda: jax.jit(lambda lr: T.online_field(_STATE, lr=lr))(-1.0), Exception, "`lr`")
+]
+CASES["online_fixed_point"] += [
+    (lambda: jax.jit(lambda t: T.online_fixed_point(_STATE, tol=t).state)(-1.0), Exception, "`tol`")
+]
+CASES["stage_times"] += [
+    (lambda: jax.jit(lambda t: T.stage_times(**_ST, threshold=t).t_0)(1.5), Exception, "threshold")
+]
 CASES["generalization_error"] = [
     (
         lambda: T.generalization_error(T.OrderParameters(**_OP | {"a": jnp.ones(1)})),

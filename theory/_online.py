@@ -249,9 +249,10 @@ def generalization_error(state: OrderParameters, *, activation="erf", nodes: int
 
 
 def _check_rates(lr, lr_second, noise, dtype) -> _Rates:
-    check_positive("lr", lr, scalar=True)
-    check_positive("lr_second", lr_second, allow_zero=True, scalar=True)
-    check_positive("noise", noise, allow_zero=True, scalar=True)
+    # the checked values are the ones used: under jit each check lives in their data flow
+    lr = check_positive("lr", lr, scalar=True)
+    lr_second = check_positive("lr_second", lr_second, allow_zero=True, scalar=True)
+    noise = check_positive("noise", noise, allow_zero=True, scalar=True)
     return _Rates(*(jnp.asarray(x, dtype) for x in (lr, lr_second, noise)))
 
 
@@ -444,7 +445,7 @@ def online_fixed_point(
     rates = _check_rates(lr, lr_second, noise, state.Q.dtype)
     nodes = check_positive_int("nodes", nodes, minimum=4)
     max_steps = check_positive_int("max_steps", max_steps)
-    check_positive("tol", tol, scalar=True)
+    tol = check_positive("tol", tol, scalar=True)
     trained = float(lr_second) != 0.0  # a NumPy or 0-d array zero holds `a` fixed too
     second_order = check_flag("second_order", second_order)
     return _fixed_point(

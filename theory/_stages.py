@@ -136,10 +136,15 @@ def stage_times(
     c0, c2 = c[0], c[2]
     equilibria = stage_equilibria(activation=activation, r=r, d=d, weight_decay=weight_decay)
     K = equilibria.mass[0]
+    checked = []
     for name, value in (("threshold", threshold), ("eps", eps)):
         check_shape(name, value, ())
         v = inexact(value, name=name)
-        check_value(value, (v > 0) & (v < 1), f"`{name}` must lie in (0, 1), got {value}")
+        # the checked value is the one used: under jit the check lives in its data flow
+        checked.append(
+            check_value(v, (v > 0) & (v < 1), f"`{name}` must lie in (0, 1), got {value}")
+        )
+    threshold, eps = checked
     alpha0 = check_positive("alpha0", alpha0)
     alpha0 = check_value(
         alpha0,

@@ -193,18 +193,28 @@ def check_key(key, name: str = "key"):
     raise ValueError(f"{expected}, got {type(key).__name__} {shown}")
 
 
-def check_data(data, name: str = "data"):
-    """A loss's `args`: the pair (X, y) of inputs (n, d) and labels (n,). Returns X, y.
+def check_data(data, name: str = "data", d: int | None = None):
+    """A loss's `args`: the pair (X, y) of inputs (n, d) with n >= 1 and labels (n,), real
+    (nested lists are arrays too; a 1-D `X` is refused, not broadcast into a wrong loss);
+    `d`, where given, the model's input dimension. Returns X, y as floating arrays.
 
     >>> check_data(jnp.eye(2))
     Traceback (most recent call last):
     ValueError: `data` must be the pair (X, y) of inputs and labels, got ArrayImpl
+    >>> check_data((jnp.ones(3), jnp.ones(3)))
+    Traceback (most recent call last):
+    ValueError: `X` must have shape (*, *), got (3,)
     """
     if not (isinstance(data, tuple | list) and len(data) == 2):
         raise ValueError(
             f"`{name}` must be the pair (X, y) of inputs and labels, got {type(data).__name__}"
         )
-    return data[0], data[1]
+    X, y = inexact(data[0], name="X"), inexact(data[1], name="y")
+    check_shape("X", X, (None, d))
+    if X.shape[0] == 0:
+        raise ValueError("`X` must hold at least one sample, got none")
+    check_shape("y", y, (X.shape[0],))
+    return X, y
 
 
 def check_regression(x_name: str, X, y_name: str, y):
