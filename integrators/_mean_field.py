@@ -68,6 +68,16 @@ class MeanFieldFlowSolution(AbstractSolution):
     model: MeanFieldNet
 
 
+def available_bytes() -> int:
+    """The memory of the default device: its `bytes_limit`, or the host's physical memory on
+    CPU."""
+    device = jax.devices()[0]
+    stats = device.memory_stats() if device.platform != "cpu" else None
+    if stats and "bytes_limit" in stats:
+        return int(stats["bytes_limit"])
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 def check_memory(n: int, d: int, m: int, batch_size: int, dtype=jnp.float64) -> int:
     """Bytes a finite-sample flow needs (data, labels, and ~8 copies of one batch's (b, m)
     activations for the forward and backward pass); raises `MemoryError` before the run when
@@ -88,12 +98,7 @@ def check_memory(n: int, d: int, m: int, batch_size: int, dtype=jnp.float64) -> 
     batch_size = check_positive_int("batch_size", batch_size)
     item = check_dtype(dtype).itemsize  # a floating dtype (int32 was taken)
     need = item * (n * d + n + 8 * batch_size * m + 16 * m * d)
-    device = jax.devices()[0]
-    stats = device.memory_stats() if device.platform != "cpu" else None
-    if stats and "bytes_limit" in stats:
-        have = stats["bytes_limit"]
-    else:
-        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    have = available_bytes()
     if need > 0.8 * have:
         raise MemoryError(
             f"a finite-sample flow with n = {n}, d = {d}, m = {m}, batch {batch_size} needs "

@@ -19,6 +19,7 @@ from theory import RESULTS, AbstractSolution
 from theory.checks import check_key, check_positive, check_positive_int
 
 from ._krylov import thick_restart_lanczos
+from ._mean_field import available_bytes
 
 DENSE_MAX = 1024  # parameters up to which the dense Hessian is the default
 KINDS = ("any", "minimum")
@@ -201,6 +202,21 @@ def _lanczos_at(f, x, k, steps, block, tol, max_restarts, eig_tol, key):
 
 
 CERTIFY_MAX = 8192  # parameters up to which a Morse index is certified from the dense Hessian
+DENSE_COPIES = 3  # P x P matrices alive at once on the dense path (H, its transpose, LAPACK's)
+
+
+def check_dense_memory(dim: int, dtype, what: str) -> None:
+    """`MemoryError` before a dense P x P Hessian is formed where `DENSE_COPIES` of it would
+    exceed 80% of the device's memory (at P = 51,000 in float64: 62 GB; jax.hessian would
+    have been killed, or swapped for minutes, without a word)."""
+    need = DENSE_COPIES * dim * dim * jnp.dtype(dtype).itemsize
+    have = available_bytes()
+    if need > 0.8 * have:
+        raise MemoryError(
+            f"{what} forms the dense {dim} x {dim} Hessian: ~{need / 2**30:.0f} GiB, more than "
+            f"80% of the {have / 2**30:.0f} GiB available; pass `k` (the k smallest and largest "
+            "eigenpairs by Lanczos, O(steps x P) memory)"
+        )
 
 
 def _dense_count(model, loss, args, eig_tol, chunk: int = 128) -> tuple[int, float]:
@@ -363,7 +379,8 @@ def hessian_spectrum(
 
     **Raises:** `ValueError` on a model without inexact arrays, a loss that is not a
     scalar, bad options (`k` above P / 2, `steps` below what k and `block` need), or
-    `certify=True` under `jit`.
+    `certify=True` under `jit`; `MemoryError` where `k=None` would form a dense Hessian
+    larger than the device's memory allows (`check_dense_memory`).
 
     >>> model = eqx.nn.Linear(2, 1, use_bias=False, key=jax.random.PRNGKey(0))
     >>> loss = lambda m, x: 0.5 * jnp.sum(m(x) ** 2)  # H = x x^T
@@ -378,6 +395,7 @@ def hessian_spectrum(
     if k is None:
         if steps is not None:
             raise ValueError("`steps` is for Lanczos: pass `k` (the number of extreme pairs)")
+        check_dense_memory(dim, dtype, "`k=None`")
         return _dense_spectrum(model, loss, args, None, eig_tol).raise_if_failed(throw)
     k, steps_, block, max_restarts = _check_lanczos_options(k, steps, block, max_restarts, dim)
     if steps is None and dim <= DENSE_MAX:

@@ -10,6 +10,7 @@ from helpers import P, quadratic_loss as _quadratic, tanh_mlp_problem as _proble
 from jax.flatten_util import ravel_pytree
 
 from integrators import (
+    _spectrum,
     critical_point,
     hessian_spectrum,
 )
@@ -116,6 +117,15 @@ def test_hessian_spectrum_rejects_bad_options(kw, match):
     model, quad = _quadratic(np.linspace(-1, 1, 60))
     with pytest.raises(ValueError, match=match):
         hessian_spectrum(model, quad, **kw)
+
+
+def test_a_dense_hessian_beyond_memory_is_refused_before_it_is_formed(monkeypatch):
+    # at P = 51,000 (float64) `k=None` would have formed 62 GB; here the device is made small
+    monkeypatch.setattr(_spectrum, "available_bytes", lambda: 10**4)
+    model, quad = _quadratic(np.linspace(-1, 1, 60))
+    with pytest.raises(MemoryError, match="pass `k`"):
+        hessian_spectrum(model, quad)
+    assert hessian_spectrum(model, quad, k=2, steps=20).ok  # Lanczos needs no P x P
 
 
 @pytest.mark.slow
