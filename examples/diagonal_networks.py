@@ -17,6 +17,8 @@ jax.config.update("jax_enable_x64", True)
 from integrators import diagonal_flow  # noqa: E402
 from theory import crossing_times, diagonal_jumps  # noqa: E402
 
+from _figure import figure, save  # noqa: E402
+
 n, d = 20, 60
 X = jax.random.normal(jax.random.PRNGKey(0), (n, d))
 y = X[:, :3] @ jnp.array([1.0, -2.0, 1.5])
@@ -27,6 +29,7 @@ print(f"{k} jumps at t = {np.round(np.asarray(pred.times[:k]), 4).tolist()} (t /
 print(f"final saddle: l1 norm {float(pred.l1_norm):.6f}, loss {float(pred.final_loss):.1e}")
 
 ts = jnp.linspace(0.0, 1.3 * float(pred.times[k - 1]), 4001)
+fig, ax = figure()
 for log10 in (30, 1000):
     sol = diagonal_flow(X, y, ts, time_scale=log10 * np.log(10.0))
     assert bool(sol.ok), sol.result
@@ -37,3 +40,11 @@ for log10 in (30, 1000):
         f"alpha = 1e-{log10}: max relative jump-time error {error:.1e}, "
         f"final beta within {beta_error:.1e} of the limit"
     )
+    ax.semilogy(ts, sol.loss, label=f"flow at alpha = 1e-{log10}")
+for t in pred.times[:k]:
+    ax.axvline(float(t), ls=":", lw=1, color="gray")
+ax.set_xlabel("t / log(1/alpha)")
+ax.set_ylabel("loss")
+ax.set_title("dotted: the predicted jumps")
+ax.legend()
+save(fig, "diagonal_networks.png")

@@ -12,6 +12,8 @@ from dynamics import gaussian_mixture, small_leaky_init  # noqa: E402
 from integrators import margin_gradient_descent  # noqa: E402
 from theory import max_margin, mixture_test_error, one_minus_cos, signal_regime  # noqa: E402
 
+from _figure import figure, save  # noqa: E402
+
 n, d, m, gamma, signal = 20, 400, 10, 0.1, 15.0
 X, y, mu, _ = gaussian_mixture(n, d, signal=signal, key=jax.random.PRNGKey(0))
 net = small_leaky_init(m, d, gamma, scale=1e-10, key=jax.random.PRNGKey(1))
@@ -31,3 +33,10 @@ print(
     f"regime n||mu||^2 / R = {float(signal_regime(n, signal, d)):.2f}, "
     f"closed-form test error {float(mixture_test_error(mm.W, net.a, mu)):.2e}"
 )
+
+fig, ax = figure()
+ax.loglog(sol.steps, one_minus_cos(sol.trajectory.W, mm.W), "o-", ms=3)
+ax.set_xlabel("normalized GD step")
+ax.set_ylabel("1 - cos(W_t, W*)")
+ax.set_title("direction of GD against the max-margin solution")
+save(fig, "max_margin.png")

@@ -32,6 +32,8 @@ from dynamics import (  # noqa: E402
 from integrators import critical_point, hessian_spectrum, orthogonal_flow  # noqa: E402
 from theory import coverage_width, saddle_jumps  # noqa: E402
 
+from _figure import figure, save  # noqa: E402
+
 n, seeds, tau = 12, 4, 30 * np.log(10.0)
 m = coverage_width(n)
 X = jnp.eye(n)
@@ -43,6 +45,7 @@ def loss(model, y):
 
 matched = total = 0
 rate_err, plateau_err, grad_norms = [], [], []
+predicted, measured = [], []  # every small neuron's rate: Algorithm 1, the Hessian
 for seed in range(seeds):
     kx, kw = jax.random.split(jax.random.PRNGKey(seed))
     Q, y = orthogonal_data(n, key=kx, dtype=jnp.float64)
@@ -70,6 +73,8 @@ for seed in range(seeds):
         live = small & (rates > 0)
         total += int(live.sum())
         matched += int(np.sum(np.abs(block[live] / rates[live] - 1) < 1e-6))
+        predicted += rates[live].tolist()
+        measured += block[live].tolist()
         saddle = TwoLayerReLU(jnp.where(small, 0.0, here.a), jnp.where(small[:, None], 0.0, here.W))
         cp = critical_point(saddle, loss, args=y)
         plateau_err.append(abs(float(cp.loss) / plateau - 1))
@@ -83,3 +88,12 @@ print(f"small neurons whose -lambda equals Algorithm 1's rate ||D_j^(k)|| to 1e-
 print(f"polished saddle's loss vs Algorithm 1's plateau: median rel. error "
       f"{np.median(plateau_err):.1e}, max {np.max(plateau_err):.1e}; max |grad| "
       f"{np.max(grad_norms):.1e}")  # fmt: skip
+
+fig, ax = figure(4.5, 4.0)
+ax.loglog(predicted, measured, "o", ms=4, label="small neurons at the plateaus")
+ends = [min(predicted), max(predicted)]
+ax.plot(ends, ends, "k--", lw=1, label="equal")
+ax.set_xlabel("Algorithm 1's rate ||D_j||")
+ax.set_ylabel("the Hessian block's ||r_A|| / n")
+ax.legend()
+save(fig, "saddle_hessians.png")

@@ -17,6 +17,8 @@ from dynamics import TwoLayerNet, unchecked  # noqa: E402
 from integrators import critical_point, gradient_flow  # noqa: E402
 from theory import loss_plateaus  # noqa: E402
 
+from _figure import figure, save  # noqa: E402
+
 teacher = TwoLayerNet(jnp.eye(2, 8), jnp.ones(2), activation="erf")
 keys = jax.random.split(jax.random.PRNGKey(0), 2)
 student = TwoLayerNet(
@@ -38,3 +40,13 @@ print(
     f"Morse index {int(cp.morse_index)}"
 )
 print(f"final loss {float(sol.loss[-1]):.1e}")
+
+fig, ax = figure()
+ax.loglog(ts[1:], sol.loss[1:], label="gradient flow")
+for t in found["times"]:
+    ax.axvline(t, ls=":", lw=1, color="gray")
+ax.plot(ts[i], float(cp.loss), "rx", label=f"saddle (index {int(cp.morse_index)})")
+ax.set_xlabel("t")
+ax.set_ylabel("population loss")
+ax.legend()
+save(fig, "teacher_student.png")

@@ -55,7 +55,13 @@ class SpectralDensitySolution(AbstractSolution):
         standard error over the probes): the deflated ones counted exactly. The error is
         that of independent probes; the probes of one frame are orthogonal, so their mean
         varies less and the error bar is conservative (0 where a frame spans the whole
-        complement, which this bar does not know)."""
+        complement, which this bar does not know). The bar is the probes' spread only: the
+        quadrature's resolution (each probe's Gauss rule puts its mass on `steps` nodes) is
+        not in it, so an interval edge inside a dense part of the spectrum can be off by
+        many bars (on a 2,040-parameter tanh net after training, 966.8 +- 6.0 below
+        -1e-6 ||H|| where the dense spectrum has 922, 52 of its eigenvalues within
+        1e-6 ||H|| of 0); edges in the spectrum's gaps, or `wasserstein1`, are what it
+        answers well."""
         edges = np.asarray(edges, float)
         rest = self.dim - len(self.deflated)
         per_probe = np.stack(
