@@ -18,9 +18,9 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from integrators import gradient_flow  # noqa: E402
-
 from _figure import figure, save  # noqa: E402
+
+from integrators import gradient_flow  # noqa: E402
 
 keys = jax.random.split(jax.random.PRNGKey(0), 3)
 X = jax.random.normal(keys[0], (32, 8), jnp.float64)

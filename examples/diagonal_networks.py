@@ -14,10 +14,10 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
+from _figure import figure, save  # noqa: E402
+
 from integrators import diagonal_flow  # noqa: E402
 from theory import crossing_times, diagonal_jumps  # noqa: E402
-
-from _figure import figure, save  # noqa: E402
 
 n, d = 20, 60
 X = jax.random.normal(jax.random.PRNGKey(0), (n, d))

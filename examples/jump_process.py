@@ -8,11 +8,11 @@ import jax.numpy as jnp
 
 jax.config.update("jax_enable_x64", True)
 
+from _figure import figure, save  # noqa: E402
+
 from dynamics import balanced_init, orthogonal_data, signs_and_directions  # noqa: E402
 from integrators import orthogonal_flow  # noqa: E402
 from theory import coverage_width, crossing_times, saddle_jumps  # noqa: E402
-
-from _figure import figure, save  # noqa: E402
 
 n, seeds, alpha = 16, 8, 1e-30
 m = coverage_width(n)

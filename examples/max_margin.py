@@ -8,11 +8,11 @@ import jax.numpy as jnp
 
 jax.config.update("jax_enable_x64", True)
 
+from _figure import figure, save  # noqa: E402
+
 from dynamics import gaussian_mixture, small_leaky_init  # noqa: E402
 from integrators import margin_gradient_descent  # noqa: E402
 from theory import max_margin, mixture_test_error, one_minus_cos, signal_regime  # noqa: E402
-
-from _figure import figure, save  # noqa: E402
 
 n, d, m, gamma, signal = 20, 400, 10, 0.1, 15.0
 X, y, mu, _ = gaussian_mixture(n, d, signal=signal, key=jax.random.PRNGKey(0))

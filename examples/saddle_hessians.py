@@ -22,6 +22,8 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
+from _figure import figure, save  # noqa: E402
+
 from dynamics import (  # noqa: E402
     TwoLayerReLU,
     balanced_init,
@@ -31,8 +33,6 @@ from dynamics import (  # noqa: E402
 )
 from integrators import critical_point, hessian_spectrum, orthogonal_flow  # noqa: E402
 from theory import coverage_width, saddle_jumps  # noqa: E402
-
-from _figure import figure, save  # noqa: E402
 
 n, seeds, tau = 12, 4, 30 * np.log(10.0)
 m = coverage_width(n)

@@ -20,6 +20,8 @@ from jax.flatten_util import ravel_pytree
 
 jax.config.update("jax_enable_x64", True)
 
+from _figure import figure, save  # noqa: E402
+
 from integrators import (  # noqa: E402
     certify_morse,
     critical_point,
@@ -29,8 +31,6 @@ from integrators import (  # noqa: E402
     spectral_density,
     wasserstein1,
 )
-
-from _figure import figure, save  # noqa: E402
 
 keys = jax.random.split(jax.random.PRNGKey(0), 3)
 X = jax.random.normal(keys[0], (256, 16), jnp.float64)

@@ -8,11 +8,11 @@ import jax.numpy as jnp
 
 jax.config.update("jax_enable_x64", True)
 
+from _figure import figure, save  # noqa: E402
+
 from dynamics import mean_field_init, standard_target  # noqa: E402
 from integrators import mean_field_flow  # noqa: E402
 from theory import hermite_energies  # noqa: E402
-
-from _figure import figure, save  # noqa: E402
 
 d, r, m = 40, 8, 100
 target = standard_target(r, d)

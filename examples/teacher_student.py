@@ -13,11 +13,11 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
+from _figure import figure, save  # noqa: E402
+
 from dynamics import TwoLayerNet, unchecked  # noqa: E402
 from integrators import critical_point, gradient_flow  # noqa: E402
 from theory import loss_plateaus  # noqa: E402
-
-from _figure import figure, save  # noqa: E402
 
 teacher = TwoLayerNet(jnp.eye(2, 8), jnp.ones(2), activation="erf")
 keys = jax.random.split(jax.random.PRNGKey(0), 2)

@@ -8,11 +8,11 @@ import jax.numpy as jnp
 
 jax.config.update("jax_enable_x64", True)
 
+from _figure import figure, save  # noqa: E402
+
 from dynamics import balanced_init, orthogonal_data, signs_and_directions  # noqa: E402
 from integrators import vanishing_flow  # noqa: E402
 from theory import coverage_width, crossing_times, jump_time_grid, saddle_jumps  # noqa: E402
-
-from _figure import figure, save  # noqa: E402
 
 n, seeds = 16, 8
 m = coverage_width(n)

@@ -20,11 +20,23 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
         ("saddle_hessians.py", "equals Algorithm 1's rate"),
         ("diagonal_networks.py", "alpha = 1e-1000: max relative jump-time error"),
         ("teacher_student.py", "saddle of the first plateau"),
+        ("deep_relu.py", "events against steps"),
+        ("spectra.py", "W1(SLQ, dense)"),
     ],
 )
-def test_example_runs(name, expected):
+def test_example_runs(name, expected, tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, timeout=300
-    )
+        [sys.executable, str(EXAMPLES / name), str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert expected in proc.stdout
+    assert list(tmp_path.glob("*.png")), "every example draws its figure"
+
+
+def test_every_example_is_tested_and_in_the_gallery():
+    from benchmarks import gallery
+
+    tested = {case[0] for case in test_example_runs.pytestmark[-1].args[1]}
+    assert {p.name for p in gallery.examples()} == tested
+    assert gallery.stale() == [], "run python -m benchmarks.gallery"
