@@ -111,8 +111,15 @@ def render(name: str, data: dict) -> str:
     table = importlib.import_module(f"benchmarks.{command.split()[0]}").table(from_jsonable(data))
     if not table.lstrip().startswith("|"):  # a fixed-width text table
         table = f"```text\n{table}\n```"
-    env = data.get("environment", {})
+    env = dict(data.get("environment", {}))
+    # runs before the benchmarks recorded their commit carry the commit in which their data
+    # last changed in the docs (backfilled from git)
+    data_commit = env.pop("data_commit", None)
     where = ", ".join(f"{k} {v}" for k, v in env.items() if isinstance(v, str | int | float))
+    if data_commit:
+        where += (
+            f"; the run did not record its commit, its data last changed in commit {data_commit}"
+        )
     figures = "".join(f"![{f}]({name}/{f})\n\n" for f in data.get("figures", []))
     return (
         f"# {BENCHMARKS[name]}\n\n"
