@@ -21,6 +21,7 @@ by hand, or data refreshed without its table, fails.
 import argparse
 import importlib
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -105,12 +106,108 @@ def _slim(value):
     return value
 
 
+def _is_rule(line: str) -> bool:
+    return len(line) >= 10 and set(line.strip()) == {"-"}
+
+
+def _columns(lines: list[str]) -> tuple[list[str], list[list[int]]]:
+    """The lines padded to one width and the column spans of their fixed-width table: runs of
+    positions where some line has text, split at positions blank on every line. A span with
+    no header text joins the span before it (a value's '+- 1e-3'); a header word with no
+    values under it, one space from the next, names the next column with it ('pred. t')."""
+    width = max(len(line) for line in lines)
+    padded = [line.ljust(width) for line in lines]
+    blank = [all(line[i] == " " for line in padded) for i in range(width)] + [True]
+    spans, start = [], None
+    for i, empty in enumerate(blank):
+        if not empty and start is None:
+            start = i
+        elif empty and start is not None:
+            spans.append([start, i])
+            start = None
+    merged = []
+    for span in spans:
+        if merged and not padded[0][span[0] : span[1]].strip():
+            merged[-1][1] = span[1]
+        else:
+            merged.append(span)
+    joined = []
+    for span in merged:
+        one_space = bool(joined) and span[0] - joined[-1][1] == 1
+        bare = one_space and not any(p[joined[-1][0] : joined[-1][1]].strip() for p in padded[1:])
+        if bare:
+            joined[-1][1] = span[1]
+        else:
+            joined.append(span)
+    return padded, joined
+
+
+def _cells(padded: list[str], spans: list[list[int]]) -> list[list[str]]:
+    """The table's header and rows; a span whose header splits (at two or more spaces) into
+    as many names as each of its values has tokens is split into those columns."""
+    header, rows = [], [[] for _ in padded[1:]]
+    for a, b in spans:
+        names = re.split(r"\s{2,}", padded[0][a:b].strip())
+        values = [p[a:b].split() for p in padded[1:]]
+        if len(names) > 1 and all(len(v) == len(names) for v in values):
+            header += names
+            for row, v in zip(rows, values, strict=True):
+                row += v
+        else:
+            header.append(" ".join(padded[0][a:b].split()))
+            for row, p in zip(rows, padded[1:], strict=True):
+                row.append(" ".join(p[a:b].split()))
+    return [header, *rows]
+
+
+def _markdown_table(rows: list[list[str]]) -> str:
+    def line(cells):
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([line(rows[0]), "|" + "---|" * len(rows[0]), *map(line, rows[1:])])
+
+
+def text_to_markdown(text: str) -> str:
+    """A benchmark's fixed-width text as markdown: each table (a header line over a rule of
+    dashes, then the rows, lines of as many fields) a real table, the lines around them
+    kept as text."""
+    lines, out, kept = text.splitlines(), [], []
+
+    def keep():
+        if kept:
+            out.append("```text\n" + "\n".join(kept) + "\n```")
+            kept.clear()
+
+    i = 0
+    while i < len(lines):
+        if i + 1 < len(lines) and _is_rule(lines[i + 1]) and lines[i].strip():
+            fields = len(re.split(r"\s{2,}", lines[i].strip()))
+            j = i + 2
+            while (
+                j < len(lines)
+                and lines[j].strip()
+                and not _is_rule(lines[j])
+                and len(re.split(r"\s{2,}", lines[j].strip())) >= max(2, fields // 2)
+            ):
+                j += 1
+            padded, spans = _columns([lines[i], *lines[i + 2 : j]])
+            if len(spans) >= 2 and all(padded[0][a:b].strip() for a, b in spans):
+                keep()
+                out.append(_markdown_table(_cells(padded, spans)))
+                i = j
+                continue
+        kept.append(lines[i])
+        i += 1
+    keep()
+    return "\n\n".join(out)
+
+
 def render(name: str, data: dict) -> str:
     """The page of one benchmark: its title, where the data came from, and its table."""
     command = COMMANDS.get(name, name)
     table = importlib.import_module(f"benchmarks.{command.split()[0]}").table(from_jsonable(data))
     if not table.lstrip().startswith("|"):  # a fixed-width text table
-        table = f"```text\n{table}\n```"
+        table = text_to_markdown(table)
     env = dict(data.get("environment", {}))
     # runs before the benchmarks recorded their commit carry the commit in which their data
     # last changed in the docs (backfilled from git)

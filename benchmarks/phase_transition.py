@@ -239,28 +239,27 @@ def _num(v) -> str:
 
 
 def table(results: dict) -> str:
-    head = (
-        f"{'noise':>8} {'flip':>5} {'n':>4} {'d':>5} {'||mu||':>7} {'ratio':>7} {'train':>6}"
-        f" {'closed form':>11} {'Monte Carlo':>18} {'gap':>9} {'|z|':>6} {'Bayes':>9}"
-        f" {'excess':>9} {'lower b.':>9} {'frozen':>6} {'KKT':>8}"
-    )
-    lines = [head, "-" * len(head)]
+    head = ("noise", "flip", "n", "d", "‖mu‖", "ratio", "train", "closed form", "Monte Carlo",
+            "gap", "max abs z", "Bayes", "excess", "lower b.", "frozen", "KKT")  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results["rows"]:
-        lines.append(
-            f"{noise_law(r):>8} {r['label_noise']:>5.2f} {r['n']:>4} {r['d']:>5}"
-            f" {r['signal']:>7.3f} {r['regime_ratio']:>7.3f} {r['train_error']:>6.3f}"
-            f" {r['closed_form_error']:>11.3e}"
-            f" {r['monte_carlo_error']:>9.3e} +- {r['monte_carlo_stderr']:<6.1e}"
-            f" {r['gap']:>9.2e} {r['max_abs_z']:>6.1f} {r['bayes_error']:>9.2e}"
-            f" {r['excess_risk']:>9.2e} {_num(r['lower_bound']):>9}"
-            f" {r['pattern_frozen_fraction']:>6.2f} {r['kkt_residual_median']:>8.1e}"
-        )
+        cells = (
+            noise_law(r), f"{r['label_noise']:.2f}", f"{r['n']}", f"{r['d']}",
+            f"{r['signal']:.3f}", f"{r['regime_ratio']:.3f}", f"{r['train_error']:.3f}",
+            f"{r['closed_form_error']:.3e}",
+            f"{r['monte_carlo_error']:.3e} ± {r['monte_carlo_stderr']:.1e}",
+            f"{r['gap']:.2e}", f"{r['max_abs_z']:.1f}", f"{r['bayes_error']:.2e}",
+            f"{r['excess_risk']:.2e}", _num(r["lower_bound"]),
+            f"{r['pattern_frozen_fraction']:.2f}", f"{r['kkt_residual_median']:.1e}",
+        )  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
     if results["max_abs_z"] is not None:
         lines.append(
-            "largest |closed form - Monte Carlo| over the Gaussian, clean-label rows:"
-            f" {results['max_abs_z']:.2f} standard errors"
+            "Largest |closed form - Monte Carlo| over the Gaussian, clean-label rows:"
+            f" {results['max_abs_z']:.2f} standard errors. "
         )
-    lines.append(f"total wall time {results['wall_seconds']:.1f} s (compilation included)")
+    lines.append(f"Total wall time {results['wall_seconds']:.1f} s (compilation included).")
     return "\n".join(lines)
 
 

@@ -76,6 +76,24 @@ def test_every_public_name_is_on_an_api_page():
         assert f"api/{page.name}" in nav
 
 
+def test_fixed_width_text_tables_become_markdown_tables():
+    text = "\n".join([
+        "     p  pred. t  median err     c  +-",
+        "---------------------------------------",
+        "    10    0.108    2.45e-02        a",
+        "    30    6.800    9.22e-03  1e-6  b",
+        "fitted slopes: median -1.00, max -0.82",
+    ])  # fmt: skip
+    md = docs.text_to_markdown(text)
+    table, rest = md.split("\n\n")
+    assert table.splitlines()[0] == "| p | pred. t | median err | c | +- |"
+    assert table.splitlines()[2:] == [
+        "| 10 | 0.108 | 2.45e-02 |  | a |",
+        "| 30 | 6.800 | 9.22e-03 | 1e-6 | b |",
+    ]
+    assert rest == "```text\nfitted slopes: median -1.00, max -0.82\n```"
+
+
 def test_readme_is_an_entry_point():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 150

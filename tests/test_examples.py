@@ -37,6 +37,7 @@ def test_example_runs(name, expected, tmp_path):
 def test_every_example_is_tested_and_in_the_gallery():
     from benchmarks import gallery
 
-    tested = {case[0] for case in test_example_runs.pytestmark[-1].args[1]}
+    cases = next(m for m in test_example_runs.pytestmark if m.name == "parametrize")
+    tested = {case[0] for case in cases.args[1]}
     assert {p.name for p in gallery.examples()} == tested
     assert gallery.stale() == [], "run python -m benchmarks.gallery"
