@@ -237,11 +237,20 @@ def table(results: dict) -> str:
         f" {'steps':>7} {'wall s':>7}"
     )
     lines = [head, "-" * len(head)]
+    # a run that only reloaded its chunks timed the loading, not the solves: said so
+    sweep = results.get("sweep") or {}
+    loaded = sweep.get("computed_chunks") == 0 and sweep.get("loaded_chunks", 0) > 0
     for e in results["summary"]:
+        wall = "loaded" if loaded else f"{e['wall_seconds']:.1f}"
         lines.append(
             f"{e['log10_inv_alpha']:>6} {e['log_inv_alpha']:>9.1f} {e['median_rel_error']:>11.2e}"
             f" {e['max_rel_error']:>9.2e} {e['median_cost_rel_error']:>9.2e}"
-            f" {e['median_solver_steps']:>7.0f} {e['wall_seconds']:>7.1f}"
+            f" {e['median_solver_steps']:>7.0f} {wall:>7}"
+        )
+    if loaded:
+        lines.append(
+            f"wall s: this run reloaded all {sweep['loaded_chunks']} chunks of its sweep "
+            "(computed none), so it timed no solve here; s/solve below times each solve alone"
         )
     s = results["slopes"]
     lines.append(

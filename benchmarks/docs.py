@@ -174,9 +174,10 @@ def text_to_markdown(text: str) -> str:
     lines, out, kept = text.splitlines(), [], []
 
     def keep():
-        if kept:
-            out.append("```text\n" + "\n".join(kept) + "\n```")
-            kept.clear()
+        block = "\n".join(kept).strip("\n")
+        if block:
+            out.append("```text\n" + block + "\n```")
+        kept.clear()
 
     i = 0
     while i < len(lines):

@@ -76,6 +76,18 @@ def test_every_public_name_is_on_an_api_page():
         assert f"api/{page.name}" in nav
 
 
+@pytest.mark.slow
+def test_the_readme_example_prints_what_the_readme_shows():
+    text = (ROOT / "README.md").read_text()
+    code = re.search(r"## A first example\n\n```python\n(.*?)```", text, re.S).group(1)
+    shown = re.search(r"It prints .*?```text\n(.*?)```", text, re.S).group(1)
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout == shown
+
+
 def test_fixed_width_text_tables_become_markdown_tables():
     text = "\n".join([
         "     p  pred. t  median err     c  +-",
