@@ -100,7 +100,8 @@ def index(paths: list[Path]) -> str:
         "",
         "Every example in `examples/`, executed: its code, what it printed and its figure. "
         "One per paper, and one per capability beyond them. `python -m benchmarks.gallery` "
-        "runs them again and rewrites these pages.",
+        "runs them again and rewrites these pages; `GALLERY=1 mkdocs build` does so as it "
+        "builds the site.",
         "",
         "| example | what it shows |",
         "|---|---|",

@@ -1,10 +1,17 @@
-"""MkDocs hook: each solution's fields as one table (name, type and shape), where an API page
-says `<!-- fields: module.Class -->`. mkdocstrings would render every field as its own
-heading over an empty box; the class's docstring says what the fields mean, the table what
-they are."""
+"""MkDocs hooks.
+
+- Each solution's fields as one table (name, type and shape), where an API page says
+  `<!-- fields: module.Class -->`. mkdocstrings would render every field as its own heading
+  over an empty box; the class's docstring says what the fields mean, the table what they
+  are.
+- `GALLERY=1 mkdocs build` executes every example first (`python -m benchmarks.gallery`,
+  about 5 minutes on 2 cores) and builds the gallery from that run; a plain build shows the
+  committed run, which the default tests hold to the examples' code.
+"""
 
 import dataclasses
 import importlib
+import os
 import re
 import sys
 import typing
@@ -50,6 +57,13 @@ def on_config(config):
     if root not in sys.path:
         sys.path.insert(0, root)
     return config
+
+
+def on_pre_build(config):
+    if os.environ.get("GALLERY") == "1":
+        from benchmarks import gallery
+
+        gallery.main([])
 
 
 def on_page_markdown(markdown, page, config, files):
