@@ -114,7 +114,24 @@ def diagonal_loss(model: DiagonalNet, data: tuple) -> Float[Array, ""]:
 
 
 def _diagonal_loss(model: DiagonalNet, data: tuple) -> Float[Array, ""]:
-    """`diagonal_loss` without its checks (`dynamics.unchecked`)."""
+    """`diagonal_loss` without its checks (`dynamics.unchecked`).
+
+    It checks nothing, and that is its point: a flow's vector field evaluates it at every
+    step, trial states included, where a check would run each time (and, traced, be a host
+    callback); check the arguments once outside the loop, or use the checked
+    `dynamics.diagonal_loss`. Invalid input is not refused: it gives wrong numbers, inf or
+    nan, or whatever error JAX meets on the way.
+
+    **Arguments:**
+
+    - `model`: a `DiagonalNet` (its type is not checked: anything with `u` and `v`), `u` and
+      `v` of shape (d,).
+    - `data`: the pair `(X, y)` of arrays (not converted: nested lists fail), `X` (n, d) with
+      n >= 1 and `y` (n,).
+
+    **Returns:** L(beta) = 1/(2n) ||X beta - y||^2 with beta = u * u - v * v, a scalar; inf or
+    nan where it overflows (not refused, unlike `dynamics.diagonal_loss`).
+    """
     X, y = data
     r = X @ (model.u * model.u - model.v * model.v) - y
     return 0.5 * jnp.mean(r * r)

@@ -183,7 +183,24 @@ def _check_margins(margins, loss):
 
 
 def _margin_loss(margins, loss):
-    """`margin_loss` without the checks (for iterations that report non-finite margins)."""
+    """`margin_loss` without the checks (for iterations that report non-finite margins).
+
+    It checks nothing, and that is its point: a solver's loop evaluates it at every step,
+    where a check would run each time (and, traced, be a host callback); check the arguments
+    once outside the loop, or use the checked `dynamics.margin_loss`. Invalid input is not
+    refused: it gives wrong numbers or nan, or whatever error JAX meets on the way.
+
+    **Arguments:**
+
+    - `margins`: the margins u_i = y_i f(x_i), an array of shape (n,) with n >= 1 (not
+      converted: a list fails; neither n nor finiteness is checked, and non-finite margins
+      propagate).
+    - `loss`: `"exponential"`, or the logistic loss for any other value (the name is not
+      checked); no default, unlike `dynamics.margin_loss`.
+
+    **Returns:** the mean loss L, a scalar: exp(log L) for the exponential loss (overflow-safe,
+    as in `margin_loss`), mean log(1 + exp(-u)) for the logistic one.
+    """
     if loss == "exponential":
         return jnp.exp(_log_margin_loss(margins, loss))
     return jnp.mean(jnp.logaddexp(0.0, -margins))
@@ -209,7 +226,25 @@ def log_margin_loss(margins: Float[Array, " n"], loss: str = "exponential") -> F
 
 
 def _log_margin_loss(margins, loss):
-    """`log_margin_loss` without the checks."""
+    """`log_margin_loss` without the checks.
+
+    It checks nothing, and that is its point: a solver's loop evaluates it at every step,
+    where a check would run each time (and, traced, be a host callback); check the arguments
+    once outside the loop, or use the checked `dynamics.log_margin_loss`. Invalid input is
+    not refused: it gives wrong numbers or nan, or whatever error JAX meets on the way.
+
+    **Arguments:**
+
+    - `margins`: the margins u_i = y_i f(x_i), an array of shape (n,) with n >= 1 (not
+      converted: a list fails; neither n nor finiteness is checked, and non-finite margins
+      propagate).
+    - `loss`: `"exponential"`, or the logistic loss for any other value (the name is not
+      checked); no default, unlike `dynamics.log_margin_loss`.
+
+    **Returns:** log L, a scalar: logsumexp(-u) - log n for the exponential loss, the log of
+    the mean of log(1 + exp(-u)) for the logistic one; finite where L itself under- or
+    overflows.
+    """
     n = margins.shape[0]
     if loss == "exponential":
         return jax.nn.logsumexp(-margins) - jnp.log(n)

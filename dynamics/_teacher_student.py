@@ -318,7 +318,27 @@ def _finite_loss(value):
 
 
 def _unchecked_loss(model: TwoLayerNet, teacher: TwoLayerNet, nodes: int = 48):
-    """`teacher_student_loss` without its checks (`dynamics.unchecked`)."""
+    """`teacher_student_loss` without its checks (`dynamics.unchecked`).
+
+    It checks nothing, and that is its point: a flow's vector field evaluates it at every
+    step, trial states included, where a check would run each time (and, traced, be a host
+    callback); check the arguments once outside the loop, or use the checked
+    `dynamics.teacher_student_loss`. Invalid input is not refused: it gives wrong numbers,
+    inf or nan, or whatever error JAX meets on the way.
+
+    **Arguments:**
+
+    - `model`: the student, a `TwoLayerNet` with `W` (m, d), `a` (m,) and `b` (m,) or `None`
+      (`a` held fixed where `train_second_layer` is False).
+    - `teacher`: the teacher, a `TwoLayerNet` with `W` (M, d) (held fixed under autodiff).
+    - `nodes`: Gauss-Hermite points per dimension, a Python int (default 48; positional or
+      keyword here), used only where an activation is not relu, |x|, erf or linear. Not
+      checked (the checked version takes 4 to 360): from 380 on numpy's weights overflow and
+      the loss comes out nan.
+
+    **Returns:** the population loss L, a scalar (jit-compiled, one program per call shape);
+    inf or nan where it overflows (not refused, unlike `dynamics.teacher_student_loss`).
+    """
     return _loss(model, teacher, nodes)
 
 

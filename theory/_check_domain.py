@@ -25,8 +25,21 @@ ACTIVATIONS = ("abs", "relu", "gelu", "swish", "relu_even", "gelu_even", "swish_
 
 def check_alpha(alpha, dtype):
     """`alpha` must lie in (0, 1), and `alpha**2` (the scale of the first gradients) must not
-    underflow `dtype`: alpha = 1e-30 is fine in float64 and underflows float32. Returns alpha
-    (traced values are checked through `eqx.error_if`).
+    underflow `dtype`: alpha = 1e-30 is fine in float64 and underflows float32.
+
+    **Arguments:**
+
+    - `alpha`: the initialization scale, one real number (Python, NumPy, a 0-d array, or
+      traced) in (0, 1); not a bool, a string or complex.
+    - `dtype`: the floating dtype of the computation: alpha**2 must reach its smallest normal
+      number.
+
+    **Returns:** `alpha` itself where it is concrete; where it is traced, `alpha` as an array
+    carrying the check through `eqx.error_if` (see `check_value`): use the returned value.
+
+    **Raises:** `ValueError` where `alpha` is a bool, a string or complex, or not 0-d (eager,
+    also under `jit`), or where a concrete `alpha` is not in (0, 1) or alpha**2 underflows
+    `dtype`; a traced `alpha` is checked at run time through `eqx.error_if`.
 
     >>> check_alpha(0.5, jnp.float32)
     0.5
@@ -58,8 +71,20 @@ def check_alpha(alpha, dtype):
 
 def check_time_scale(time_scale, dtype=None):
     """The time scale tau (= log(1/alpha) in the saddle-to-saddle clock) must be finite and
-    > 0; returns it as an array of `dtype` (`ValueError` when concrete, `eqx.error_if` under
-    `jit`).
+    > 0; returns it as an array of `dtype`.
+
+    **Arguments:**
+
+    - `time_scale`: tau, one real number (shape ()), traced or not: finite and > 0.
+    - `dtype`: the dtype of the returned array (default None: `time_scale`'s own, JAX's
+      default float for a Python float; a Python int stays an integer array).
+
+    **Returns:** `time_scale` as a 0-d JAX array of `dtype`; where it is traced, carrying the
+    check through `eqx.error_if` (see `check_value`).
+
+    **Raises:** `ValueError` where `time_scale` is not 0-d, or is a bool, a string, None or
+    complex (eager, also under `jit`), or where a concrete one is not finite or not > 0; a
+    traced one is checked at run time through `eqx.error_if`.
 
     >>> float(check_time_scale(2.0))
     2.0
@@ -73,6 +98,20 @@ def check_time_scale(time_scale, dtype=None):
 
 def check_orthonormal_rows(name: str, X, atol: float = 1e-6, hint: str = ""):
     """Check that the rows of `X` (n, d) are orthonormal: X X^T = I_n to `atol`; returns `X`.
+
+    **Arguments:**
+
+    - `name`: the argument's name, for the message.
+    - `X`: an array (n, d) with n >= 1, traced or not (that it is 2-D is not checked).
+    - `atol`: the tolerance on max |X X^T - I| (default 1e-6).
+    - `hint`: text appended to the error message (default: none).
+
+    **Returns:** `X` itself where it is concrete; where it is traced, `X` carrying the check
+    through `eqx.error_if` (see `check_value`): use the returned value.
+
+    **Raises:** `ValueError` where `X` has no rows (eager, also under `jit`), or where for a
+    concrete `X` max |X X^T - I| exceeds `atol` or is NaN; a traced `X` is checked at run time
+    through `eqx.error_if`.
 
     >>> X = check_orthonormal_rows("X", jnp.eye(2, 3))
     """
@@ -97,6 +136,17 @@ def check_representable(a, W) -> None:
     A neuron's gradient scales as |a_j| ||w_j||; in float32 a balanced init at alpha = 1e-30
     has gradients of 1e-60, which are exactly 0, so nothing would ever move.
 
+    **Arguments:**
+
+    - `a`: the second-layer weights a_j, shape (m,); its dtype is the one checked.
+    - `W`: the first-layer weights, shape (m, d), row j = w_j.
+
+    **Returns:** None.
+
+    **Raises:** `ValueError` where at least one product |a_j| ||w_j|| is nonzero and every
+    nonzero one is below the smallest normal number of `a`'s dtype. Eager only: where `a` or
+    `W` is traced, nothing is checked.
+
     >>> check_representable(jnp.ones(2), jnp.ones((2, 3)))
     """
     if not (is_concrete(a) and is_concrete(W)):
@@ -117,6 +167,17 @@ def check_plus_minus_one(name: str, x):
     """`x` must take values in {-1, +1} (labels of a two-class problem, second-layer signs);
     returns `x`.
 
+    **Arguments:**
+
+    - `name`: the argument's name, for the message.
+    - `x`: real numbers of any shape: an array (traced or not), a number, a nested list.
+
+    **Returns:** `x` itself where it is concrete; where it is traced, `x` carrying the check
+    through `eqx.error_if` (see `check_value`): use the returned value.
+
+    **Raises:** `ValueError` where a concrete `x` has an entry other than -1 and +1 (NaN
+    included); a traced `x` is checked at run time through `eqx.error_if`.
+
     >>> y = check_plus_minus_one("y", jnp.array([1.0, -1.0]))
     >>> check_plus_minus_one("y", jnp.array([1.0, 0.5]))
     Traceback (most recent call last):
@@ -134,7 +195,17 @@ def check_plus_minus_one(name: str, x):
 
 def check_gamma(gamma):
     """The leaky-ReLU slope: a number in (0, 1) (`ValueError`; `eqx.error_if` when traced).
-    Returns it.
+
+    **Arguments:**
+
+    - `gamma`: the slope, one real number (Python, NumPy, a 0-d array, or traced) in (0, 1).
+
+    **Returns:** `gamma` itself where it is concrete; where it is traced, `gamma` carrying the
+    check through `eqx.error_if` (see `check_value`): use the returned value.
+
+    **Raises:** `ValueError` where `gamma` is a bool, complex, a string, None or not numeric,
+    or not 0-d (eager, also under `jit`), or where a concrete `gamma` is not in (0, 1) (NaN
+    included); a traced `gamma` is checked at run time through `eqx.error_if`.
 
     >>> check_gamma(0.1)
     0.1
@@ -156,6 +227,17 @@ def check_activation(activation: str, expected: str | None = None, even: bool = 
     predictions hold for even activations only); with `expected`, that one (a net must use
     its target's activation).
 
+    **Arguments:**
+
+    - `activation`: the activation's name, a string.
+    - `expected`: the one name allowed (default None: any of the allowed names).
+    - `even`: allow only `EVEN_ACTIVATIONS` (default False: any of `ACTIVATIONS`).
+
+    **Returns:** None.
+
+    **Raises:** `ValueError` where `activation` is not one of the allowed names, or is not
+    `expected`. Names are static: the check is eager, also under `jit`.
+
     >>> check_activation("relu")
     >>> check_activation("relu", even=True)
     Traceback (most recent call last):
@@ -174,7 +256,19 @@ def check_activation(activation: str, expected: str | None = None, even: bool = 
 
 
 def check_label_noise(label_noise):
-    """The probability of a flipped label: in [0, 1/2). Returns it.
+    """The probability of a flipped label: in [0, 1/2).
+
+    **Arguments:**
+
+    - `label_noise`: the probability, a real number (Python, NumPy, an array, or traced) in
+      [0, 1/2); its shape is not checked (an array has every entry checked).
+
+    **Returns:** `label_noise` itself where it is concrete; where it is traced, carrying the
+    check through `eqx.error_if` (see `check_value`): use the returned value.
+
+    **Raises:** `ValueError` where `label_noise` is a bool, complex, a string, None or not
+    numeric (eager, also under `jit`), or where a concrete `label_noise` is not in [0, 1/2)
+    (NaN included); a traced one is checked at run time through `eqx.error_if`.
 
     >>> check_label_noise(np.float32(0.7))
     Traceback (most recent call last):
@@ -196,6 +290,23 @@ def check_solver_choice(solver, stepsize_controller=None, *, adaptive: bool = Tr
     `stepsize_controller` (None, or a diffrax controller whose own `rtol`/`atol`, where it has
     them, follow `check_solver_options`' rule: a PIDController at rtol = -1 made every step
     look accurate, and the flow came back ok and wrong).
+
+    **Arguments:**
+
+    - `solver`: None, or a `diffrax.AbstractSolver`; with `adaptive`, a
+      `diffrax.AbstractAdaptiveSolver` or a wrapper whose `solver` attribute is one
+      (`HoldArgs`).
+    - `stepsize_controller`: None (default), or a `diffrax.AbstractStepSizeController`; where
+      it has them and they are concrete, its `rtol` must be one finite number > 0 and its
+      `atol` one finite number >= 0.
+    - `adaptive`: require an adaptive solver (default True).
+
+    **Returns:** None.
+
+    **Raises:** `ValueError` where `solver` is not None or a diffrax solver, is not adaptive
+    (with `adaptive`), `stepsize_controller` is not None or a diffrax step-size controller, or
+    its `rtol` or `atol` breaks the rule above. Eager only: a traced `rtol` or `atol` is not
+    checked.
 
     >>> check_solver_choice("Tsit5")
     Traceback (most recent call last):
@@ -231,7 +342,21 @@ def check_solver_choice(solver, stepsize_controller=None, *, adaptive: bool = Tr
 def check_solver_options(rtol, atol, max_steps) -> int:
     """Tolerances of an adaptive solve: finite rtol > 0 and atol >= 0 (a negative rtol makes
     every step look accurate, so a wrong answer would come back as a success), and a step
-    budget max_steps >= 1. Returns max_steps as an int.
+    budget max_steps >= 1.
+
+    **Arguments:**
+
+    - `rtol`: the relative tolerance, one finite number > 0.
+    - `atol`: the absolute tolerance, one finite number >= 0.
+    - `max_steps`: the step budget, a concrete integer >= 1 (see `check_positive_int`).
+
+    **Returns:** `max_steps` as a Python int.
+
+    **Raises:** `ValueError` where `rtol` or `atol` is not one real number (shape (); not a
+    bool, a string, None or complex), where a concrete `rtol` is not finite and > 0 or a
+    concrete `atol` not finite and >= 0, or where `max_steps` is not a concrete integer >= 1.
+    A traced `rtol` or `atol` is not checked at run time: the checked values are not returned,
+    so their `eqx.error_if` does not stay in the program.
 
     >>> check_solver_options(-1e-7, 1e-7, 100)
     Traceback (most recent call last):

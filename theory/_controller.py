@@ -12,6 +12,18 @@ def default_controller(rtol: float, atol: float) -> diffrax.PIDController:
     jumps the fitted neurons make the step size stability-limited, where these damp the
     accept/reject oscillation (fewer steps than diffrax's default I controller).
 
+    **Arguments:**
+
+    - `rtol`: the relative tolerance, one finite number > 0.
+    - `atol`: the absolute tolerance, one finite number >= 0.
+
+    **Returns:** `diffrax.PIDController(rtol=rtol, atol=atol, pcoeff=0.4, icoeff=0.3)`.
+
+    **Raises:** `ValueError` where `rtol` or `atol` is not one real number (shape (); not a
+    bool, a string, None or complex), or where a concrete `rtol` is not finite and > 0 or a
+    concrete `atol` not finite and >= 0. Traced tolerances are not checked at run time: the
+    checked values are not used, so their `eqx.error_if` does not stay in the program.
+
     >>> default_controller(1e-8, 1e-10).pcoeff
     0.4
     """

@@ -53,6 +53,33 @@ def diffeqsolve(
     Everything else is `diffrax.diffeqsolve`'s (pass `throw=False` to get solver failures in
     `result`).
 
+    **Arguments:**
+
+    - `terms`: the terms, as for `diffrax.diffeqsolve` (e.g. a `diffrax.ODETerm`).
+    - `solver`: a diffrax solver.
+    - `t0`: the start time, finite.
+    - `t1`: the end time, >= `t0` (forward only; its finiteness is not checked).
+    - `dt0`: the first step, > 0, or None (the step-size controller picks it).
+    - `y0`: the initial state, a pytree.
+    - `args`: passed to the terms (default None).
+    - `saveat`: a `diffrax.SaveAt` (default None: `SaveAt(t1=True)`); the `ts` of each of its
+      `SubSaveAt`s must be nondecreasing and lie in [t0, t1].
+    - `grid_checked`: skip the engine's checks of `t0`, `t1`, `dt0` and `saveat` (default
+      False).
+    - `kwargs`: passed on to `diffrax.diffeqsolve` (`stepsize_controller`, `max_steps`,
+      `throw`, `event`, ...).
+
+    **Returns:** the `diffrax.Solution`. With `throw=False`, a failed solve shows in its
+    `result`. With diffrax's default `throw=True` a failed solve does not raise as in diffrax:
+    diffrax's failure check is among those turned into NaN here, so the solution comes back
+    NaN, its `result` and `stats` meaningless; pass `throw=False`.
+
+    **Raises:** `ValueError` where a concrete `t0` is not finite, `t1` < `t0`, `dt0` <= 0, or
+    a `saveat` time is out of order or outside [t0, t1]; where they are traced, through
+    `eqx.error_if` following `EQX_ON_ERROR` (or recorded inside `collect_checks`). None of
+    these with `grid_checked=True`. `diffrax.diffeqsolve`'s own errors at trace time (a solver
+    that does not fit `terms`, say) pass through.
+
     >>> import jax.numpy as jnp
     >>> sol = diffeqsolve(diffrax.ODETerm(lambda t, y, a: -y), diffrax.Tsit5(), 0.0, 1.0,
     ...                   0.1, jnp.array(1.0), saveat=diffrax.SaveAt(ts=jnp.array([1.0])))

@@ -71,10 +71,21 @@ def lu_solve(M, b, *, unroll: bool = True):
     thread pool and block until it is done, and with as many host devices as pool threads
     every thread blocks: two host devices, `jnp.linalg.solve` on a batch of two 65 x 65
     systems (or 200 of 16 x 16) inside a loop hung for good (a single device, or one system
-    at a time, did not). A singular M gives non-finite entries where LAPACK's `getrf`/`getrs`
-    do (a zero pivot is skipped, as there), and non-finite entries propagate; shapes are
-    checked (`ValueError`), values are not (it runs at every field evaluation). The loops are
-    unrolled up to k = 16 (`unroll=False`: never, a smaller program to compile).
+    at a time, did not).
+
+    **Arguments:**
+
+    - `M`: the matrix, shape (k, k), real (integers are converted).
+    - `b`: the right-hand side(s), shape (k,) or (k, p), real.
+    - `unroll`: unroll the loops up to k = 16 (default True; False: never, a smaller program
+      to compile).
+
+    **Returns:** x = M^{-1} b, of `b`'s shape, in the floating dtype of `M` and `b` together.
+    A singular M gives non-finite entries where LAPACK's `getrf`/`getrs` do (a zero pivot is
+    skipped, as there), and non-finite entries propagate.
+
+    **Raises:** `ValueError` where `M` is not (k, k) or `b` is not (k,) or (k, p) with the
+    same k. Values are not checked (it runs at every field evaluation).
 
     >>> x = lu_solve(jnp.array([[0.0, 2.0], [4.0, 1.0]]), jnp.array([2.0, 9.0]))
     >>> [round(v, 12) for v in x.tolist()]
@@ -136,10 +147,20 @@ def spd_inverse(M):
     two_layer_flow compiled for 105 s at n = 256). It runs 1.1 to 1.9 times as long as that
     recursion (47 ms and 102 ms for 40 systems at k = 128 and 256). No pivoting between
     blocks: every pivot block of a positive definite M is positive definite after the sweeps
-    before it (a Schur complement). A singular M gives non-finite or huge, meaningless
-    entries: a pivot of rounding size rather than the exact zero that `lu_solve`'s pivoting
-    meets, so the result can be finite. Values are not checked (callers that can meet a
-    singular M check the product, as `two_layer_flow` does); shapes are (`ValueError`).
+    before it (a Schur complement).
+
+    **Arguments:**
+
+    - `M`: a symmetric positive definite matrix (k, k) with k >= 1, or a batch (..., k, k),
+      real (integers are converted). Neither property is checked.
+
+    **Returns:** M^{-1}, of `M`'s shape, in `M`'s floating dtype (JAX's default float for
+    integers). A singular M gives non-finite or huge, meaningless entries: a pivot of rounding
+    size rather than the exact zero that `lu_solve`'s pivoting meets, so the result can be
+    finite. Callers that can meet a singular M check the product, as `two_layer_flow` does.
+
+    **Raises:** `ValueError` where `M` has fewer than 2 dimensions or its last two are not
+    equal. Values are not checked.
 
     >>> Minv = spd_inverse(jnp.array([[4.0, 2.0], [2.0, 2.0]]))
     >>> [[round(v, 12) for v in row] for row in Minv.tolist()]
@@ -180,6 +201,29 @@ def nnqp(G, b, *, tol, max_steps: int, throw: bool = False) -> NNQPSolution:
 
     The loops stop once no inactive constraint has a gradient above `tol` (success), after
     `max_steps` inner iterations, or when lam becomes non-finite (G singular on the support).
+
+    **Arguments:**
+
+    - `G`: the quadratic term, shape (n, n), real and finite (integers are converted),
+      symmetric positive semidefinite to rounding: |G - G^T| within 100 n eps max |G|, and G
+      plus that much times I positive definite.
+    - `b`: the linear term, shape (n,) with n >= 1, real and finite.
+    - `tol`: the tolerance on the gradient b - G lam of the inactive constraints, one finite
+      number > 0.
+    - `max_steps`: the budget of inner iterations, an integer >= 1.
+    - `throw`: raise where the solve failed (default False: the failure shows in `result`);
+      exactly True or False.
+
+    **Returns:** an `NNQPSolution`: `lam` (n,) the minimizer, `passive` (n,) its support
+    (lam_i > 0), `result` (`successful`; `max_steps_reached`; `nonfinite` where lam blew up)
+    and `stats` (`num_steps`), in the floating dtype of `G` and `b` together.
+
+    **Raises:** `ValueError` where `G` is not (n, n) or `b` is not (n,), n = 0, `G` or `b` is
+    complex or not finite, `G` is not symmetric or not positive semidefinite, `max_steps` is
+    not a concrete integer >= 1, `tol` is not one finite number > 0, or `throw` is not a bool;
+    the checks of values are eager on concrete values and go through `eqx.error_if` when
+    traced. With `throw=True`, a failed solve raises through `eqx.error_if`, eagerly too
+    (`EquinoxRuntimeError`, carrying `result`'s message).
 
     >>> sol = nnqp(jnp.eye(2), jnp.array([1.0, -1.0]), tol=1e-12, max_steps=20)
     >>> sol.lam.tolist(), sol.passive.tolist(), bool(sol.ok)

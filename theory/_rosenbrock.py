@@ -175,9 +175,24 @@ ShiftedSolve = Callable[..., Callable]
 def dense_shifted_solve(vector_field, t, y, args, shift):
     """The generic W-solve: J = df/dy by forward mode, (shift I - J) LU-factored once.
 
-    Returns `solve(b)` for pytrees b shaped like y. O(N^3) per step for a state of size N,
-    the cost a structured solve exists to avoid. A concrete `shift` must be finite and nonzero;
-    called eagerly, a singular (or non-finite) shift I - J raises ValueError.
+    O(N^3) per step for a state of size N, the cost a structured solve exists to avoid.
+
+    **Arguments:**
+
+    - `vector_field`: f(t, y, args), returning a pytree shaped like `y`.
+    - `t`: the time at which J = df/dy(t, y) is taken.
+    - `y`: the state, a pytree of floating arrays (raveled into one vector of size N).
+    - `args`: passed to `vector_field` as it is.
+    - `shift`: the scalar c of c I - J (the Rodas solvers pass 1 / (h gamma)); where it is
+      concrete, one finite nonzero number.
+
+    **Returns:** `solve(b)`, which returns (shift I - J)^{-1} b, shaped like `y`, for pytrees
+    b shaped like `y`. Under `jit` a singular system is not refused: its solves come out
+    non-finite (a Rodas step then reports `singular`).
+
+    **Raises:** `ValueError` where a concrete `shift` is not 0-d, not finite or zero, or, in
+    an eager call, where shift I - J has a zero or non-finite pivot (`shift` an eigenvalue of
+    J, or the field not finite at `y`).
 
     >>> solve = dense_shifted_solve(lambda t, y, args: -y, 0.0, jnp.ones(2), None, 1.0)
     >>> [float(v) for v in solve(jnp.array([2.0, 4.0]))]  # (1 + 1) x = b

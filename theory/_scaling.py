@@ -17,6 +17,19 @@ def binary_exponent(*xs):
     """e with max |x| / 2^e in [1, 2) over all `xs` (0 where they are all zero or not
     finite); a traced int32, outside the gradient.
 
+    **Arguments:**
+
+    - `xs`: one or more arrays (or numbers, or nested lists) of real numbers, each of any
+      shape with at least one entry.
+
+    **Returns:** e = floor(log2 max |x|) over every entry of every `xs`, a 0-d int32 JAX array
+    under `jax.lax.stop_gradient` (traced under `jit`); 0 where every entry is zero, or where
+    the maximum is not finite: one NaN or inf entry anywhere makes e = 0.
+
+    **Raises:** `ValueError` where no array is given, where an `x` is complex, boolean, a
+    string, None or not numeric, or where an `x` is empty (JAX's own error: a max over no
+    entries). Values are not checked.
+
     >>> int(binary_exponent(jnp.array([3.0, -0.5]))), int(binary_exponent(jnp.zeros(2)))
     (1, 0)
     """
@@ -31,6 +44,22 @@ def binary_exponent(*xs):
 def times_power_of_two(x, e):
     """x 2^e, exact (two factors, so that 2^e itself never overflows) and differentiable in x
     with derivative 2^e.
+
+    **Arguments:**
+
+    - `x`: real numbers of any shape (an array, traced or not, a number, a nested list);
+      integers are computed in JAX's default float.
+    - `e`: the exponent, one integer within int32: a Python or NumPy integer, an
+      integer-valued float (2.0) or a 0-d integer array where concrete; of an integer dtype
+      where traced.
+
+    **Returns:** x 2^e, of `x`'s shape and floating dtype (JAX's default float for integer
+    `x`), exact where it is representable.
+
+    **Raises:** `ValueError` where `x` is complex, boolean, a string, None or not numeric,
+    where `e` is a bool or not 0-d, where a concrete `e` is not an integer, or where a traced
+    `e` is not of an integer dtype (an `e` beyond int32 raises `OverflowError`). Values of `x`
+    are not checked.
 
     >>> times_power_of_two(jnp.array([3.0, 0.0]), -1).tolist()
     [1.5, 0.0]

@@ -44,6 +44,13 @@ __all__ = [
 def is_concrete(x) -> bool:
     """True when `x` holds a value now (not a tracer inside `jit`/`vmap`).
 
+    **Arguments:**
+
+    - `x`: any object: a JAX array, a tracer, a Python or NumPy number. Only `x` itself is
+      looked at: a tuple or other pytree that holds tracers counts as concrete.
+
+    **Returns:** a Python bool, `True` unless `x` is a `jax.core.Tracer`.
+
     >>> is_concrete(1.0), is_concrete(jnp.ones(2))
     (True, True)
     """
@@ -112,8 +119,23 @@ def check_value(x, ok, message: str):
     """Raise `ValueError(message)` when `ok` is False; under `jit` use `eqx.error_if` (or
     record the check, inside `collect_checks`).
 
-    `ok` is a boolean (or boolean array, reduced with `all`) computed from `x`. Returns `x`,
-    which callers must use so that the runtime check stays in the traced program.
+    **Arguments:**
+
+    - `x`: the value that carries the check: an array or a number (anything, where `ok` is
+      concrete).
+    - `ok`: a boolean (or boolean array, reduced with `all`) computed from `x`; whether it is
+      concrete decides between the eager and the traced check.
+    - `message`: the error message: it names the argument, what was expected and what was
+      given.
+
+    **Returns:** `x` itself where `ok` is concrete. Where `ok` is traced: `jnp.asarray(x)`
+    through `eqx.error_if` (with the user's `EQX_ON_ERROR`), or, inside `collect_checks` (at
+    the level of its traced arguments), `x` itself, the check recorded there. Callers must
+    use the returned value so that the runtime check stays in the traced program.
+
+    **Raises:** `ValueError(message)` at once where `ok` is concrete (eager calls, and
+    concrete values inside a trace) and not all True; where `ok` is traced, the error comes at
+    run time through `eqx.error_if`.
 
     >>> check_value(2.0, 2.0 > 0, "`x` must be > 0, got 2.0")
     2.0
@@ -132,6 +154,18 @@ def _xp(x):
 
 def check_shape(name: str, x, shape: tuple) -> None:
     """Raise `ValueError` unless `x.shape` matches `shape` (`None` entries match anything).
+
+    **Arguments:**
+
+    - `name`: the argument's name, for the message.
+    - `x`: an array, traced or not (or anything `jnp.shape` reads: a number, a nested list).
+    - `shape`: the expected shape, a tuple of ints and `None`s (a `None` matches any length).
+
+    **Returns:** None.
+
+    **Raises:** `ValueError` where `x` is None or a string, or its number of dimensions or a
+    length that `shape` fixes differs. Shapes are static: the check is eager, also under
+    `jit`.
 
     >>> check_shape("W", jnp.zeros((4, 2)), (None, 2))
     """
@@ -156,6 +190,18 @@ def _shown(x) -> str:
 
 def check_positive_int(name: str, value, minimum: int = 1) -> int:
     """A size: a Python or NumPy integer >= `minimum`; returns it as a Python int.
+
+    **Arguments:**
+
+    - `name`: the argument's name, for the message.
+    - `value`: a Python int, a NumPy integer or a 0-d integer array, concrete (a size must be
+      known when the program is traced); not a bool, not a float (not even 5.0).
+    - `minimum`: the smallest value allowed (default 1).
+
+    **Returns:** `value` as a Python int.
+
+    **Raises:** `ValueError` where `value` is a bool, not of an integer type, not 0-d, below
+    `minimum`, or traced (the check is always eager: a traced value is refused).
 
     >>> check_positive_int("n", np.int64(5))
     5
@@ -252,6 +298,20 @@ def inexact(x, dtype=None, name="the input"):
     """`x` as an array of a floating dtype: `dtype` when given, else its own when floating,
     else the default float (integers are converted explicitly, never kept as integers).
 
+    **Arguments:**
+
+    - `x`: real numbers of any shape: an array (traced or not), a Python or NumPy number, a
+      nested list.
+    - `dtype`: the dtype to convert to (default None: `x`'s own where it is floating, else
+      JAX's default float). It is not checked: an integer dtype gives integers.
+    - `name`: the argument's name, for the message (default "the input").
+
+    **Returns:** `x` as a JAX array of that dtype, of `x`'s shape.
+
+    **Raises:** `ValueError` where `x` is complex, boolean, a string, None or not an array of
+    numbers (a ragged list, an object). Only the type is checked, never the values (eager,
+    also under `jit`).
+
     >>> inexact(jnp.array([0, 1])).dtype.kind, inexact(np.float32(1.0)).dtype.name
     ('f', 'float32')
     >>> inexact(np.array([1j], np.complex64), np.float32)
@@ -289,6 +349,19 @@ def _real_numbers(name, x):
 def check_finite(name: str, x):
     """Every entry of `x` must be finite (no NaN, no inf); returns `x`.
 
+    **Arguments:**
+
+    - `name`: the argument's name, for the message.
+    - `x`: real numbers of any shape: an array (traced or not), a Python or NumPy number, a
+      nested list; integers pass (nothing is converted).
+
+    **Returns:** `x` itself where it is concrete; where it is traced, `x` carrying the check
+    through `eqx.error_if` (see `check_value`): use the returned value.
+
+    **Raises:** `ValueError` where `x` is complex, boolean, a string, None or not numeric
+    (eager, also under `jit`), or where a concrete `x` has a NaN or inf entry; a traced `x` is
+    checked at run time through `eqx.error_if`.
+
     >>> check_finite("y", jnp.array([1.0, jnp.nan]))
     Traceback (most recent call last):
     ValueError: `y` must be finite, got 1 non-finite value(s)
@@ -303,7 +376,23 @@ def check_finite(name: str, x):
 
 def check_positive(name: str, x, *, allow_zero: bool = False, scalar: bool = False):
     """A finite number (or array of them; one number with `scalar=True`) > 0 (>= 0 with
-    `allow_zero`); Python and NumPy numbers, 0-d arrays and traced values alike. Returns `x`.
+    `allow_zero`); Python and NumPy numbers, 0-d arrays and traced values alike.
+
+    **Arguments:**
+
+    - `name`: the argument's name, for the message.
+    - `x`: a real number or an array of them (every entry checked), traced or not; not a
+      bool, a string, None or complex.
+    - `allow_zero`: accept 0 too, `>= 0` (default False: `> 0`).
+    - `scalar`: require one number, shape () (default False: any shape).
+
+    **Returns:** `x` itself where it is concrete; where it is traced, `x` carrying the check
+    through `eqx.error_if` (see `check_value`): use the returned value.
+
+    **Raises:** `ValueError` where `scalar` is set and `x` is not 0-d, or `x` is a bool, a
+    string, None, complex or not numeric (eager, also under `jit`), or where a concrete `x`
+    has an entry that is not finite or not > 0 (< 0 with `allow_zero`); a traced `x` is
+    checked at run time through `eqx.error_if`.
 
     >>> check_positive("learning_rate", np.float32(-0.5))
     Traceback (most recent call last):
@@ -324,7 +413,23 @@ def check_positive(name: str, x, *, allow_zero: bool = False, scalar: bool = Fal
 
 def check_time_grid(name: str, ts, dtype=None):
     """Save times: a 1-D, non-empty, finite, nondecreasing grid from t >= 0, of a floating
-    dtype (integer grids are converted, never kept). Returns the converted grid.
+    dtype (integer grids are converted, never kept).
+
+    **Arguments:**
+
+    - `name`: the argument's name, for the message.
+    - `ts`: the save times: real numbers (an array, traced or not, or a list), 1-D with at
+      least one entry, finite, nondecreasing, from ts[0] >= 0.
+    - `dtype`: the dtype to convert to (default None: `ts`'s own where it is floating, else
+      JAX's default float). It is not checked: an integer dtype gives an integer grid.
+
+    **Returns:** `ts` converted to that dtype; where it is traced, carrying the value check
+    through `eqx.error_if` (see `check_value`): use the returned value.
+
+    **Raises:** `ValueError` where `ts` is not real numbers (complex, boolean, a string, None,
+    a ragged list), not 1-D or empty (eager, also under `jit`), or where a concrete `ts` is not
+    finite, starts below 0 or decreases; a traced `ts` is checked at run time through
+    `eqx.error_if`.
 
     >>> check_time_grid("ts", [0, 1, 2]).dtype.kind
     'f'
