@@ -182,7 +182,7 @@ def _check_margins(margins, loss):
     return check_finite("margins", margins)
 
 
-def _margin_loss(margins, loss):
+def _margin_loss(margins, loss="exponential"):
     """`margin_loss` without the checks (for iterations that report non-finite margins).
 
     It checks nothing, and that is its point: a solver's loop evaluates it at every step,
@@ -195,12 +195,14 @@ def _margin_loss(margins, loss):
     - `margins`: the margins u_i = y_i f(x_i), an array of shape (n,) with n >= 1 (not
       converted: a list fails; neither n nor finiteness is checked, and non-finite margins
       propagate).
-    - `loss`: `"exponential"`, or the logistic loss for any other value (the name is not
-      checked); no default, unlike `dynamics.margin_loss`.
+    - `loss`: `"exponential"` (default) or `"logistic"`; the name is checked (a Python
+      comparison when the program is traced, nothing at run time), so a misspelt name is
+      refused, not taken for the logistic loss.
 
     **Returns:** the mean loss L, a scalar: exp(log L) for the exponential loss (overflow-safe,
     as in `margin_loss`), mean log(1 + exp(-u)) for the logistic one.
     """
+    check_margin_loss(loss)
     if loss == "exponential":
         return jnp.exp(_log_margin_loss(margins, loss))
     return jnp.mean(jnp.logaddexp(0.0, -margins))
@@ -225,7 +227,7 @@ def log_margin_loss(margins: Float[Array, " n"], loss: str = "exponential") -> F
     return _log_margin_loss(_check_margins(margins, loss), loss)
 
 
-def _log_margin_loss(margins, loss):
+def _log_margin_loss(margins, loss="exponential"):
     """`log_margin_loss` without the checks.
 
     It checks nothing, and that is its point: a solver's loop evaluates it at every step,
@@ -238,13 +240,15 @@ def _log_margin_loss(margins, loss):
     - `margins`: the margins u_i = y_i f(x_i), an array of shape (n,) with n >= 1 (not
       converted: a list fails; neither n nor finiteness is checked, and non-finite margins
       propagate).
-    - `loss`: `"exponential"`, or the logistic loss for any other value (the name is not
-      checked); no default, unlike `dynamics.log_margin_loss`.
+    - `loss`: `"exponential"` (default) or `"logistic"`; the name is checked (a Python
+      comparison when the program is traced, nothing at run time), so a misspelt name is
+      refused, not taken for the logistic loss.
 
     **Returns:** log L, a scalar: logsumexp(-u) - log n for the exponential loss, the log of
     the mean of log(1 + exp(-u)) for the logistic one; finite where L itself under- or
     overflows.
     """
+    check_margin_loss(loss)
     n = margins.shape[0]
     if loss == "exponential":
         return jax.nn.logsumexp(-margins) - jnp.log(n)

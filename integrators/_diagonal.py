@@ -109,7 +109,7 @@ def diagonal_flow(
     X, y = check_regression("X", X, "y", y)
     dtype = X.dtype
     tau = check_time_scale(time_scale, dtype)
-    max_steps = check_solver_options(rtol, atol, max_steps)
+    rtol, atol, max_steps = check_solver_options(rtol, atol, max_steps)
     check_solver_choice(solver)
     ts = check_time_grid("ts", ts, dtype)
     save_trajectory = check_flag("save_trajectory", save_trajectory)

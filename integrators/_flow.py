@@ -248,7 +248,7 @@ def orthogonal_flow(
     X = check_orthonormal_rows("X", X)
     ts = check_time_grid("ts", ts, dtype)
     tau = check_time_scale(time_scale, dtype)
-    max_steps = check_solver_options(rtol, atol, max_steps)
+    rtol, atol, max_steps = check_solver_options(rtol, atol, max_steps)
     check_solver_choice(solver, stepsize_controller)
     model = TwoLayerReLU(check_finite("model.a", model.a), check_finite("model.W", model.W))
     X = check_initial_loss(model, X, y)

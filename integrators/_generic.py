@@ -212,7 +212,7 @@ def gradient_flow(
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(params))
     ts = check_time_grid("ts", ts, dtype)
     tau = check_time_scale(time_scale, dtype)
-    max_steps = check_solver_options(rtol, atol, max_steps)
+    rtol, atol, max_steps = check_solver_options(rtol, atol, max_steps)
     hold_kinks = check_flag("hold_kinks", hold_kinks)
     check_solver_choice(solver, stepsize_controller, adaptive=False)
     save_trajectory = check_flag("save_trajectory", save_trajectory)

@@ -239,7 +239,7 @@ def mean_field_flow(
     lam = check_positive("weight_decay", weight_decay, allow_zero=True, scalar=True)
     lam = jnp.asarray(lam, W0.dtype)
     W0 = check_finite("model.W", W0)
-    max_steps = check_solver_options(rtol, atol, max_steps)
+    rtol, atol, max_steps = check_solver_options(rtol, atol, max_steps)
     check_solver_choice(solver, stepsize_controller)
     ts = check_time_grid("ts", ts, W0.dtype)
     samples, batch_size = _check_samples(samples, batch_size, d)

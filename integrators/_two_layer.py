@@ -241,7 +241,7 @@ def two_layer_flow(
     X, y, n, dtype = _checked_data(X, y, model)
     ts = check_time_grid("ts", ts, dtype)
     tau = check_time_scale(time_scale, dtype)
-    max_steps = check_solver_options(rtol, atol, max_steps)
+    rtol, atol, max_steps = check_solver_options(rtol, atol, max_steps)
     check_solver_choice(solver)
     explicit_events = max_kink_events  # given, not defaulted: an option of the events only
     if max_kink_events is None:

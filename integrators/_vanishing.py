@@ -311,7 +311,7 @@ def vanishing_flow(
     dtype = jnp.result_type(jnp.asarray(directions), jnp.asarray(y), jnp.float32)
     signs = jnp.asarray(check_plus_minus_one("signs", signs), dtype)
     tau = check_time_scale(time_scale, dtype)
-    max_steps = check_solver_options(rtol, atol, max_steps)
+    rtol, atol, max_steps = check_solver_options(rtol, atol, max_steps)
     check_solver_choice(solver, stepsize_controller)
     directions = check_finite("directions", inexact(directions, dtype, name="directions"))
     y = check_finite("y", inexact(y, dtype, name="y"))

@@ -1,6 +1,8 @@
 """Bad input to every public function of `theory.numerics`: (call, exception, message
 fragment)."""
 
+import diffrax
+import jax
 import jax.numpy as jnp
 from helpers import bad_input_test, public_functions, table_rows
 
@@ -25,6 +27,37 @@ CASES = {
         (lambda: _decay(0.0, 1.0, jnp.array([0.5]), dt0=-0.1), ValueError, "dt0"),
         (lambda: _decay(0.0, 1.0, jnp.array([0.5, 0.2])), ValueError, "saveat.ts"),
         (lambda: _decay(0.0, 1.0, jnp.array([1.5])), ValueError, "saveat.ts"),
+        # a failed solve raises with diffrax's default throw=True (it came back NaN)
+        (
+            lambda: TN.diffeqsolve(
+                diffrax.ODETerm(lambda t, y, a: -y),
+                diffrax.Tsit5(),
+                0.0,
+                10.0,
+                0.01,
+                jnp.array(1.0),
+                max_steps=3,
+            ),
+            ValueError,
+            "the solve failed",
+        ),  # fmt: skip
+        (
+            lambda: jax.jit(
+                lambda y: (
+                    TN.diffeqsolve(
+                        diffrax.ODETerm(lambda t, y, a: -y),
+                        diffrax.Tsit5(),
+                        0.0,
+                        10.0,
+                        0.01,
+                        y,
+                        max_steps=3,
+                    ).ys
+                )
+            )(jnp.array(1.0)),
+            Exception,
+            "the solve failed",
+        ),  # fmt: skip
     ],
     "nnqp": [
         (lambda: TN.nnqp(jnp.eye(3), jnp.ones(2), tol=1e-9, max_steps=5), ValueError, "`G`"),
@@ -105,6 +138,8 @@ CASES["binary_exponent"] = [
 CASES["default_controller"] = [
     (lambda: TN.default_controller(-1.0, 1e-9), ValueError, "`rtol`"),
     (lambda: TN.default_controller(1e-6, NAN), ValueError, "`atol`"),
+    # traced: the check stays in the program (its value is the one used)
+    (lambda: jax.jit(lambda r: TN.default_controller(r, 1e-9).rtol)(-1.0), Exception, "`rtol`"),
 ]
 
 

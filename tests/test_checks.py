@@ -11,6 +11,7 @@ from theory.checks import (
     check_plus_minus_one,
     check_representable,
     check_shape,
+    check_solver_options,
     check_time_scale,
     check_value,
 )
@@ -62,3 +63,8 @@ def test_value_checks_run_under_jit():
     g = jax.jit(lambda s: check_plus_minus_one("signs", s))
     with pytest.raises(Exception, match="signs"):
         g(jnp.array([1.0, 2.0]))
+    # the solver's tolerances: the checked values are returned, so a traced one is checked
+    h = jax.jit(lambda r: check_solver_options(r, 1e-9, 10)[0])
+    assert float(h(1e-6)) == 1e-6
+    with pytest.raises(Exception, match="rtol"):
+        h(-1.0)

@@ -339,7 +339,7 @@ def check_solver_choice(solver, stepsize_controller=None, *, adaptive: bool = Tr
             check_positive(f"stepsize_controller.{name}", value, allow_zero=zero, scalar=True)
 
 
-def check_solver_options(rtol, atol, max_steps) -> int:
+def check_solver_options(rtol, atol, max_steps) -> tuple:
     """Tolerances of an adaptive solve: finite rtol > 0 and atol >= 0 (a negative rtol makes
     every step look accurate, so a wrong answer would come back as a success), and a step
     budget max_steps >= 1.
@@ -350,18 +350,19 @@ def check_solver_options(rtol, atol, max_steps) -> int:
     - `atol`: the absolute tolerance, one finite number >= 0.
     - `max_steps`: the step budget, a concrete integer >= 1 (see `check_positive_int`).
 
-    **Returns:** `max_steps` as a Python int.
+    **Returns:** `(rtol, atol, max_steps)`: the tolerances as given where concrete, through
+    `eqx.error_if` where traced (use these, so that the check stays in the program), and
+    `max_steps` as a Python int.
 
     **Raises:** `ValueError` where `rtol` or `atol` is not one real number (shape (); not a
     bool, a string, None or complex), where a concrete `rtol` is not finite and > 0 or a
-    concrete `atol` not finite and >= 0, or where `max_steps` is not a concrete integer >= 1.
-    A traced `rtol` or `atol` is not checked at run time: the checked values are not returned,
-    so their `eqx.error_if` does not stay in the program.
+    concrete `atol` not finite and >= 0, or where `max_steps` is not a concrete integer >= 1;
+    a traced `rtol` or `atol` out of range raises at run time.
 
     >>> check_solver_options(-1e-7, 1e-7, 100)
     Traceback (most recent call last):
     ValueError: `rtol` must be finite and > 0, got -1e-07
     """
-    check_positive("rtol", rtol, scalar=True)
-    check_positive("atol", atol, allow_zero=True, scalar=True)
-    return check_positive_int("max_steps", max_steps)
+    rtol = check_positive("rtol", rtol, scalar=True)
+    atol = check_positive("atol", atol, allow_zero=True, scalar=True)
+    return rtol, atol, check_positive_int("max_steps", max_steps)

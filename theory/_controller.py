@@ -21,14 +21,15 @@ def default_controller(rtol: float, atol: float) -> diffrax.PIDController:
 
     **Raises:** `ValueError` where `rtol` or `atol` is not one real number (shape (); not a
     bool, a string, None or complex), or where a concrete `rtol` is not finite and > 0 or a
-    concrete `atol` not finite and >= 0. Traced tolerances are not checked at run time: the
-    checked values are not used, so their `eqx.error_if` does not stay in the program.
+    concrete `atol` not finite and >= 0; traced tolerances out of range raise at run time
+    (through `eqx.error_if`, or recorded inside `collect_checks`).
 
     >>> default_controller(1e-8, 1e-10).pcoeff
     0.4
     """
-    check_positive("rtol", rtol, scalar=True)
-    check_positive("atol", atol, allow_zero=True, scalar=True)
+    # the checked values are the ones used: under jit the checks live in their data flow
+    rtol = check_positive("rtol", rtol, scalar=True)
+    atol = check_positive("atol", atol, allow_zero=True, scalar=True)
     return diffrax.PIDController(rtol=rtol, atol=atol, pcoeff=0.4, icoeff=0.3)
 
 

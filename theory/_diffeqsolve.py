@@ -70,15 +70,15 @@ def diffeqsolve(
       `throw`, `event`, ...).
 
     **Returns:** the `diffrax.Solution`. With `throw=False`, a failed solve shows in its
-    `result`. With diffrax's default `throw=True` a failed solve does not raise as in diffrax:
-    diffrax's failure check is among those turned into NaN here, so the solution comes back
-    NaN, its `result` and `stats` meaningless; pass `throw=False`.
+    `result`. With diffrax's default `throw=True` a failed solve raises (below).
 
     **Raises:** `ValueError` where a concrete `t0` is not finite, `t1` < `t0`, `dt0` <= 0, or
     a `saveat` time is out of order or outside [t0, t1]; where they are traced, through
     `eqx.error_if` following `EQX_ON_ERROR` (or recorded inside `collect_checks`). None of
-    these with `grid_checked=True`. `diffrax.diffeqsolve`'s own errors at trace time (a solver
-    that does not fit `terms`, say) pass through.
+    these with `grid_checked=True`. With `throw=True` (diffrax's default), a solve that
+    fails: `ValueError` when run eagerly, through `eqx.error_if` under `jit`.
+    `diffrax.diffeqsolve`'s own errors at trace time (a solver that does not fit `terms`,
+    say) pass through.
 
     >>> import jax.numpy as jnp
     >>> sol = diffeqsolve(diffrax.ODETerm(lambda t, y, a: -y), diffrax.Tsit5(), 0.0, 1.0,
@@ -93,8 +93,23 @@ def diffeqsolve(
     saveat = diffrax.SaveAt(t1=True) if saveat is None else saveat
     if not grid_checked:
         t0 = _check_grid(t0, t1, dt0, saveat)
+    # diffrax's own failure check would be turned into NaN with the argument checks: the
+    # solve runs with throw=False and a failure is raised here, by the engine's check
+    throw = kwargs.pop("throw", True)
     with _library_checks_as_nan():
-        return diffrax.diffeqsolve(terms, solver, t0, t1, dt0, y0, args, saveat=saveat, **kwargs)
+        sol = diffrax.diffeqsolve(
+            terms, solver, t0, t1, dt0, y0, args, saveat=saveat, throw=False, **kwargs
+        )
+    if not throw:
+        return sol
+    ok = sol.result == diffrax.RESULTS.successful
+    message = (
+        "the solve failed (diffrax's result is not successful: a spent `max_steps`, a step "
+        "size that fell to zero, or a non-finite state); pass throw=False to read `result`"
+    )
+    # through every saved value (a check on a value the caller does not use is compiled away)
+    ys = jax.tree_util.tree_map(lambda y: check_value(y, ok, message), sol.ys)
+    return eqx.tree_at(lambda s: s.ys, sol, ys)
 
 
 def _check_grid(t0, t1, dt0, saveat):

@@ -321,7 +321,7 @@ def online_sgd_ode(
     ts = check_time_grid("ts", ts, state.Q.dtype)
     rates = _check_rates(lr, lr_second, noise, state.Q.dtype)
     nodes = check_positive_int("nodes", nodes, minimum=4)
-    max_steps = check_solver_options(rtol, atol, max_steps)
+    rtol, atol, max_steps = check_solver_options(rtol, atol, max_steps)
     check_solver_choice(solver, adaptive=dt is None)
     if dt is not None:
         check_positive("dt", dt, scalar=True)
