@@ -502,9 +502,6 @@ CASES["online_fixed_point"] = [
 CASES["online_field"] += [
     (lambda: jax.jit(lambda lr: T.online_field(_STATE, lr=lr))(-1.0), Exception, "`lr`")
 ]
-CASES["online_fixed_point"] += [
-    (lambda: jax.jit(lambda t: T.online_fixed_point(_STATE, tol=t).state)(-1.0), Exception, "`tol`")
-]
 CASES["stage_times"] += [
     (lambda: jax.jit(lambda t: T.stage_times(**_ST, threshold=t).t_0)(1.5), Exception, "threshold")
 ]
