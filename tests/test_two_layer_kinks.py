@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -155,9 +156,10 @@ def test_a_factored_gram_gives_the_same_products_and_weights():
     v = psi[:, 1:]
     np.testing.assert_allclose(F._times_gram(v, factored), v @ G, rtol=1e-12, atol=1e-12)
     r = F._residual(*state, dense)[1]
-    sigma = F._sliding_weights(r, factored)
+    # compiled (op by op, the sliding solves' loops took 13 s of the default tests)
+    weights, field = eqx.filter_jit(F._sliding_weights), eqx.filter_jit(F._vector_field)
+    sigma = weights(r, factored)
     assert np.all(np.isfinite(sigma)) and np.count_nonzero(sigma) == 3 * m
-    np.testing.assert_allclose(sigma, F._sliding_weights(r, dense), rtol=1e-9, atol=1e-12)
-    for a, b in zip(F._vector_field(0.0, state, factored), F._vector_field(0.0, state, dense),
-                    strict=True):  # fmt: skip
+    np.testing.assert_allclose(sigma, weights(r, dense), rtol=1e-9, atol=1e-12)
+    for a, b in zip(field(0.0, state, factored), field(0.0, state, dense), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
