@@ -189,6 +189,7 @@ def signs_and_directions(
     >>> signs.tolist(), [round(v, 12) for v in directions[0].tolist()]
     ([-1.0], [0.6, -0.8])
     """
+    check_model("model", model, TwoLayerReLU)
     check_shape("X", X, (None, model.W.shape[1]))
     model, X = _finite_model_and_inputs(model, X)
     X = check_orthonormal_rows("X", X)
@@ -222,6 +223,7 @@ def tangent_kernel(model: TwoLayerReLU, X: Float[Array, "n d"]) -> Float[Array, 
     >>> tangent_kernel(model, jnp.eye(2)).tolist()
     [[1.0, 0.0], [0.0, 0.0]]
     """
+    check_model("model", model, TwoLayerReLU)
     check_shape("X", X, (None, model.W.shape[1]))
     model, X = _finite_model_and_inputs(model, X)
     V = model.W @ X.T
@@ -252,6 +254,7 @@ def tangent_kernel_max(model: TwoLayerReLU, X: Float[Array, "n d"]) -> Float[Arr
     # K is 2-homogeneous in (a, W): its spectrum is taken at (a, W) / 2^e, e the binary exponent
     # of their largest entry, and scaled back by 4^e (exact; at 1e200 K overflowed and
     # the eigenvalue read NaN, now inf)
+    check_model("model", model, TwoLayerReLU)
     check_shape("X", X, (None, model.W.shape[1]))
     model, X = _finite_model_and_inputs(model, X)
 

@@ -234,14 +234,20 @@ def population_distance(model1: MeanFieldNet, model2: MeanFieldNet) -> Float[Arr
 
     **Returns:** the population distance, a scalar.
 
-    **Raises:** `ValueError` where the two activations differ (nothing else is checked here).
+    **Raises:** `ValueError` where either is not a `MeanFieldNet`, their dimensions d or
+    activations differ, or a `W` is not finite (through `eqx.error_if` when traced).
 
     >>> net = MeanFieldNet(jnp.eye(2))
     >>> round(float(population_distance(net, MeanFieldNet(jnp.eye(2)[::-1]))), 12)
     0.0
     """
+    check_model("model1", model1, MeanFieldNet)
+    check_model("model2", model2, MeanFieldNet)
+    check_shape("model1.W", model1.W, (None, None))
+    check_shape("model2.W", model2.W, (None, jnp.shape(model1.W)[1]))
     check_activation(model2.activation, expected=model1.activation)
-    return _population_distance(model1.W, model2.W, model1.activation)
+    W1, W2 = check_finite("model1.W", model1.W), check_finite("model2.W", model2.W)
+    return _population_distance(W1, W2, model1.activation)
 
 
 @eqx.filter_jit

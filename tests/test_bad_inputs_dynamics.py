@@ -307,6 +307,22 @@ CASES["square_loss"] += [
 CASES["signs_and_directions"] += [
     (lambda: D.signs_and_directions(NET2, jnp.zeros((0, 2))), ValueError, "at least one row")
 ]
+# the model's type before its fields; the distance checks both nets
+CASES["signs_and_directions"] += [
+    (lambda: D.signs_and_directions("net", jnp.eye(2)), ValueError, "TwoLayerReLU")
+]
+CASES["tangent_kernel"] += [
+    (lambda: D.tangent_kernel("net", jnp.eye(2)), ValueError, "TwoLayerReLU")
+]
+CASES["population_distance"] += [
+    (lambda: D.population_distance(MF, "net"), ValueError, "`model2`"),
+    (lambda: D.population_distance(MF, D.MeanFieldNet(jnp.ones((2, 3)))), ValueError, "model2.W"),
+    (
+        lambda: D.population_distance(D.MeanFieldNet(jnp.full((2, 4), NAN)), MF),
+        ValueError,
+        "finite",
+    ),
+]
 # a 1-D or too-wide X is refused, not broadcast into a wrong loss
 CASES["square_loss"] += [
     (lambda: D.square_loss(NET2, (jnp.ones(2), jnp.ones(2))), ValueError, "`X` must have shape"),
