@@ -183,16 +183,21 @@ def text_to_markdown(text: str) -> str:
     while i < len(lines):
         if i + 1 < len(lines) and _is_rule(lines[i + 1]) and lines[i].strip():
             fields = len(re.split(r"\s{2,}", lines[i].strip()))
+            width = len(lines[i + 1].rstrip())
             j = i + 2
+            # a row: fields apart by two or more spaces, and no longer than the rule (a note
+            # line under a table runs past it; a row whose last cells are empty ends short)
             while (
                 j < len(lines)
                 and lines[j].strip()
                 and not _is_rule(lines[j])
                 and len(re.split(r"\s{2,}", lines[j].strip())) >= max(2, fields // 2)
+                and len(lines[j].rstrip()) <= width + 2
             ):
                 j += 1
             padded, spans = _columns([lines[i], *lines[i + 2 : j]])
-            if len(spans) >= 2 and all(padded[0][a:b].strip() for a, b in spans):
+            heads = all(padded[0][a:b].strip() for a, b in spans)
+            if j > i + 2 and len(spans) >= 2 and heads:
                 keep()
                 out.append(_markdown_table(_cells(padded, spans)))
                 i = j

@@ -38,8 +38,10 @@ def _parts(path: Path) -> tuple[str, str, str]:
     """(title, the docstring's body without its run line, the code after the docstring)."""
     source = path.read_text()
     tree = ast.parse(source)
-    doc = ast.get_docstring(tree) or path.stem
-    lines = doc.splitlines()
+    doc = ast.get_docstring(tree)
+    if doc is None:
+        raise ValueError(f"{path.name} must open with a docstring (its page's title and text)")
+    lines = [line.rstrip() for line in doc.splitlines()]
     # the title: the docstring's first paragraph joined
     end = lines.index("") if "" in lines else len(lines)
     title = " ".join(line.strip() for line in lines[:end])
@@ -50,28 +52,32 @@ def _parts(path: Path) -> tuple[str, str, str]:
 
 
 def run(path: Path, out: Path) -> dict:
-    """Run one example as a user would; its stdout, its seconds and its figures."""
+    """Run one example as a user would; its stdout, its seconds and its figures (which
+    replace the page's only where it succeeded)."""
     figures = out / path.stem
-    shutil.rmtree(figures, ignore_errors=True)
+    fresh = out / f".{path.stem}.running"
+    shutil.rmtree(fresh, ignore_errors=True)
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, str(path), str(figures)],
+        [sys.executable, str(path), str(fresh)],
         capture_output=True, text=True, cwd=ROOT, timeout=900,
     )  # fmt: skip
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
+        shutil.rmtree(fresh, ignore_errors=True)
         raise RuntimeError(f"{path.name} failed:\n{proc.stderr[-3000:]}")
+    shutil.rmtree(figures, ignore_errors=True)
+    if fresh.exists():
+        fresh.rename(figures)
     shown = [line for line in proc.stdout.splitlines() if not line.startswith("figure: ")]
     names = sorted(p.name for p in figures.glob("*.png")) if figures.exists() else []
     return {"stdout": "\n".join(shown), "seconds": seconds, "figures": names}
 
 
 def page(path: Path, result: dict, commit: str) -> str:
-    title, body, code = _parts(path)
+    _, _, code = _parts(path)
     machine = f"{platform.machine()}, {platform.system()}, Python {platform.python_version()}"
-    lines = [f"# {title}", ""]
-    if body:
-        lines += [body, ""]
+    lines = [_head(path).rstrip("\n"), ""]
     lines += [
         f"Run it: `python examples/{path.name}` (it saves its figure in the current folder, or "
         "in the folder given as its argument).",
@@ -112,13 +118,20 @@ def index(paths: list[Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _head(path: Path) -> str:
+    """A page's text before its run line: the example's title and docstring."""
+    title, body, _ = _parts(path)
+    return f"# {title}\n\n" + (f"{body}\n\n" if body else "")
+
+
 def stale(pages: Path = PAGES) -> list[str]:
-    """Examples whose page is missing or shows other code than the example's."""
+    """Examples whose page is missing or shows another docstring or code than the example's."""
     out = []
     for path in examples():
         target = pages / f"{path.stem}.md"
         code = _parts(path)[2]
-        if not target.exists() or CODE_OPEN + code + CODE_CLOSE not in target.read_text() + "\n":
+        text = target.read_text() + "\n" if target.exists() else ""
+        if not text.startswith(_head(path)) or CODE_OPEN + code + CODE_CLOSE not in text:
             out.append(path.name)
     if not (pages / "index.md").exists() or (pages / "index.md").read_text() != index(examples()):
         out.append("index.md")

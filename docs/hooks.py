@@ -33,6 +33,8 @@ def _type(t) -> str:
         return f"{kind} ({shape})" if shape else f"{kind} scalar"
     if t is type(None):
         return "None"
+    if str(getattr(t, "__name__", "")).rsplit(".", 1)[-1] == "Array":  # a bare jax.Array
+        return "array"
     if typing.get_origin(t) is not None:  # list[dict], dict[str, numpy.ndarray]
         return re.sub(r"\b\w+\.", "", str(t)).replace("typing.", "")
     return getattr(t, "__name__", None) or str(t)
@@ -59,10 +61,14 @@ def on_config(config):
     return config
 
 
+_GALLERY_RAN = []  # once per process: `mkdocs serve` rebuilds on the pages it writes
+
+
 def on_pre_build(config):
-    if os.environ.get("GALLERY") == "1":
+    if os.environ.get("GALLERY") == "1" and not _GALLERY_RAN:
         from benchmarks import gallery
 
+        _GALLERY_RAN.append(True)
         gallery.main([])
 
 

@@ -323,6 +323,14 @@ CASES["population_distance"] += [
         "finite",
     ),
 ]
+# the symmetrizing group acts on coordinates: a target on other directions is refused
+CASES["loss_decomposition"] += [
+    (
+        lambda: D.loss_decomposition(MF, D.MultiIndexTarget(jnp.eye(4)[::-1][:2]), key=KEY, num=2),
+        ValueError,
+        "coordinate axes",
+    )
+]
 # a 1-D or too-wide X is refused, not broadcast into a wrong loss
 CASES["square_loss"] += [
     (lambda: D.square_loss(NET2, (jnp.ones(2), jnp.ones(2))), ValueError, "`X` must have shape"),

@@ -6,6 +6,7 @@ import importlib
 import importlib.util
 import inspect
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -165,3 +166,17 @@ def test_code_version_is_the_checkouts_commit(tmp_path, monkeypatch):
     here.write_text("")
     monkeypatch.setattr(_common, "__file__", str(here))
     assert _common.code_version() is None
+
+
+def test_a_gallery_page_with_another_docstring_or_code_is_stale(tmp_path):
+    from benchmarks import gallery
+
+    pages = tmp_path / "gallery"
+    shutil.copytree(ROOT / "docs" / "gallery", pages)
+    assert gallery.stale(pages) == []
+    page = pages / "staircase.md"
+    text = page.read_text()
+    page.write_text(text.replace("staircase", "stair-case", 1))  # the title
+    assert gallery.stale(pages) == ["staircase.py"]
+    page.write_text(text.replace("mean_field_flow(", "mean_field_flow (", 1))  # the code
+    assert gallery.stale(pages) == ["staircase.py"]

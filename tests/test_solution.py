@@ -87,3 +87,19 @@ def test_diffeqsolve_compiles_without_host_callbacks():
         run(ts, -1.0)
     with pytest.raises(Exception, match="saveat.ts"):
         run(ts.at[2].set(2.0), 1.0)
+
+
+def test_diffeqsolve_throw_raises_on_failure_only():
+    # diffrax's default throw=True: a spent step budget raises (it had come back NaN); a solve
+    # stopped by an event, or saving only its dense output, is fine
+    from theory.numerics import diffeqsolve
+
+    term = diffrax.ODETerm(lambda t, y, a: -y)
+    with pytest.raises(ValueError, match="the solve failed"):
+        diffeqsolve(term, diffrax.Tsit5(), 0.0, 10.0, 0.01, jnp.array(1.0), max_steps=3)
+    event = diffrax.Event(lambda t, y, a, **kw: y < 0.5)
+    sol = diffeqsolve(term, diffrax.Euler(), 0.0, 2.0, 0.1, jnp.array(1.0), event=event)
+    assert sol.result == diffrax.RESULTS.event_occurred
+    dense = diffrax.SaveAt(dense=True)
+    sol = diffeqsolve(term, diffrax.Tsit5(), 0.0, 1.0, 0.1, jnp.array(1.0), saveat=dense)
+    assert abs(float(sol.evaluate(0.5)) - float(jnp.exp(-0.5))) < 1e-4

@@ -102,14 +102,16 @@ def diffeqsolve(
         )
     if not throw:
         return sol
-    ok = sol.result == diffrax.RESULTS.successful
+    ok = diffrax.is_okay(sol.result)  # successful, or stopped by an event
     message = (
         "the solve failed (diffrax's result is not successful: a spent `max_steps`, a step "
         "size that fell to zero, or a non-finite state); pass throw=False to read `result`"
     )
-    # through every saved value (a check on a value the caller does not use is compiled away)
-    ys = jax.tree_util.tree_map(lambda y: check_value(y, ok, message), sol.ys)
-    return eqx.tree_at(lambda s: s.ys, sol, ys)
+    # through every array of the solution (saved values, times, stats, dense output): a
+    # check on a value the caller does not use is compiled away
+    arrays, rest = eqx.partition(sol, eqx.is_array)
+    arrays = jax.tree_util.tree_map(lambda x: check_value(x, ok, message), arrays)
+    return eqx.combine(arrays, rest)
 
 
 def _check_grid(t0, t1, dt0, saveat):
