@@ -263,7 +263,12 @@ def shallow_relu_case(key, horizon):
                 max_sliding=32,
             )
         )
-        found = loss_plateaus(ts, np.asarray(rows[-1]["loss"]))
+        loss = np.asarray(rows[-1]["loss"])
+        if not np.all(np.isfinite(loss)):  # a solve that stopped early: no curve to read
+            jumps[f"{alpha:.0e}"] = {"times": [], "levels": []}
+            log(f"  not ok ({rows[-1]['result']}): no plateaus read")
+            continue
+        found = loss_plateaus(ts, loss)
         jumps[f"{alpha:.0e}"] = {"times": found["times"], "levels": found["levels"]}
         log(
             f"  jumps {np.round(found['times'], 4).tolist()}, levels "

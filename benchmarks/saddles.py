@@ -137,7 +137,9 @@ def case(d, width, depth, teacher_width, T, samples, seed, methods):  # noqa: PL
             jax.block_until_ready(cp.loss)
             seconds = timer()
             x = ravel_pytree(eqx.filter(cp.model, eqx.is_inexact_array))[0]
-            counts = {key: int(v) for key, v in cp.stats.items()}
+            # the counts (the stats also hold the iterate's norms, NaN midway where the
+            # polish ended before its budget's half)
+            counts = {key: int(v) for key, v in cp.stats.items() if key.startswith("num_")}
             message = result_names(cp.result)
         else:
             x, seconds, counts, message = _scipy(method, x0, f, g, hvp)

@@ -55,7 +55,9 @@ class CriticalPointSolution(AbstractSolution):
       1e20 times its start: a loss with no minimum there), `stalled` or `nonfinite_point`.
       `spectrum.result` says whether Lanczos converged (`unconverged_eigenvalues`).
     - `stats`: `num_steps` (Newton steps, accepted or not), `num_hvps` (Hessian-vector
-      products of the polish), `num_accepted_steps`.
+      products of the polish), `num_accepted_steps`; and the iterate's norms that judge
+      `runs_to_infinity`: `start_norm`, `midway_norm` (at half the budget; NaN where the
+      polish ended before it) and `end_norm`.
 
     >>> class P(eqx.Module):
     ...     p: jax.Array
