@@ -70,6 +70,7 @@ class Held(eqx.Module):
     z: list | None = None
     counts: list | None = None
     pins: list | None = None
+    left: list | None = None
     slide: list | None = None
     slots: jax.Array | None = None
     count: jax.Array | None = None
@@ -222,7 +223,13 @@ class KinkFlow(eqx.Module):
         pinned = slide & pinned
         upper = self._flat(self._weights(previous.bound, previous)) > 0
         pins = jnp.where(pinned, self._flat(previous.pins) + 1, 0.0)
-        leave = pins >= PIN_STEPS
+        # an entry that has left k times before leaves after PIN_STEPS 2^k pinned step starts:
+        # one that left, flipped once, came back (`REENTER`) and was pinned again is in a
+        # cycle, each turn a sliding entry more (on a 4-8-1 net at alpha = 1e-30 with units,
+        # 13,445 entries entered and the solve ran out of steps)
+        left = self._flat(previous.left)
+        leave = pins >= PIN_STEPS * 2.0 ** jnp.minimum(left, 20.0)
+        left = left + leave
         flat_pattern = jnp.where(slide, held_before, flat_pattern)
         flat_pattern = jnp.where(leave, held_before ^ upper, flat_pattern)
         pins = jnp.where(leave, 0.0, pins)
@@ -235,7 +242,7 @@ class KinkFlow(eqx.Module):
         entered = previous.entered + jnp.sum(enter)
         crossings = previous.crossings + jnp.sum(flipped | leave)
         lam_flat = jnp.where(jnp.isfinite(lam_flat), lam_flat, 2.0)
-        return slide, flat_pattern, (counts, pins), (entered, crossings), lam_flat
+        return slide, flat_pattern, (counts, pins, left), (entered, crossings), lam_flat
 
     def step_args(self, t, y, args, previous):
         user = args.user
@@ -244,12 +251,12 @@ class KinkFlow(eqx.Module):
         dtype = z[0].dtype
         if previous is None:
             flat_pattern = self._flat(pattern)
-            counts = pins = jnp.zeros(flat_pattern.shape, dtype)
+            counts = pins = left = jnp.zeros(flat_pattern.shape, dtype)
             slide = jnp.zeros(flat_pattern.shape, bool)
             entered = crossings = most = jnp.asarray(0)
             last = jnp.zeros(flat_pattern.shape, dtype)
         else:
-            slide, flat_pattern, (counts, pins), (entered, crossings), last = self._moves(
+            slide, flat_pattern, (counts, pins, left), (entered, crossings), last = self._moves(
                 p, previous, pattern
             )
             most = previous.most
@@ -262,6 +269,7 @@ class KinkFlow(eqx.Module):
             z=z,
             counts=self._unflat(counts, z),
             pins=self._unflat(pins, z),
+            left=self._unflat(left, z),
             slide=self._unflat(slide, pattern),
             slots=slots,
             count=count,
