@@ -15,7 +15,8 @@ pattern p and switching variable z, and keeps:
   same way on two-layer nets);
 - *pins*: the box problem of each step (`integrators._filippov`) pins an entry of S that is
   pushed off its kink at lambda = 0 or 1; one pinned at `PIN_STEPS` step starts in a row
-  leaves S, on that bound's side.
+  leaves S, on that bound's side (after PIN_STEPS 2^k where it has left k times before:
+  one that left comes back at its next flip, and leaving again at once was a cycle).
 
 **The sliding solve, once per step.** At each step's start the Jacobian of the residual is
 formed on the occupied slots, the box problem solved on its linear model and corrected by
