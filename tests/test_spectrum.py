@@ -187,8 +187,12 @@ def test_a_cluster_lanczos_cannot_count_is_not_claimed_and_is_certified(monkeypa
     import integrators._spectrum as S
     from integrators import certify_morse
 
+    # (the dense default made to end at 200 parameters, so that 300 take Lanczos: at the
+    # real 1,024 the test took 17 s of the default run)
+    monkeypatch.setattr(S, "DENSE_MAX", 200)
+    monkeypatch.setattr(C, "DENSE_MAX", 200)
     rng = np.random.default_rng(0)
-    n = 1100
+    n = 300
     lam = np.concatenate([np.full(50, -0.47), rng.uniform(0.01, 1.0, n - 50)])
     model, loss = _quadratic(lam)
     spec = hessian_spectrum(model, loss, k=4)
@@ -200,7 +204,7 @@ def test_a_cluster_lanczos_cannot_count_is_not_claimed_and_is_certified(monkeypa
     cp = critical_point(model, loss, num_eigenpairs=4)
     assert cp.ok and int(cp.morse_index) == 50
     # beyond what the dense count takes: critical, but the index is not claimed
-    monkeypatch.setattr(S, "CERTIFY_MAX", 1000)
+    monkeypatch.setattr(S, "CERTIFY_MAX", 250)
     cp = C.critical_point(model, loss, num_eigenpairs=4)
     assert cp.result == RESULTS.uncertified_index and int(cp.morse_index) == -1
     assert C.critical_point(model, loss, num_eigenpairs=4, certify=False).ok
