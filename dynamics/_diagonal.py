@@ -20,7 +20,6 @@ from theory.checks import (
     check_positive_int,
     check_shape,
     check_value,
-    inexact,
 )
 
 
@@ -93,15 +92,10 @@ def diagonal_loss(model: DiagonalNet, data: tuple) -> Float[Array, ""]:
     1.0
     """
     check_model("model", model, DiagonalNet)
-    X, y = check_data(data)
-    X, y = inexact(X, name="X"), inexact(y, name="y")  # (nested lists are arrays too)
     check_shape("model.u", model.u, (None,))
     d = jnp.shape(model.u)[0]
     check_shape("model.v", model.v, (d,))
-    check_shape("X", X, (None, d))
-    if jnp.shape(X)[0] == 0:
-        raise ValueError("`X` must hold at least one sample, got none")
-    check_shape("y", y, (jnp.shape(X)[0],))
+    X, y = check_data(data, d=d)  # (n, d) and (n,), n >= 1; nested lists are arrays too
     u, v = check_finite("model.u", model.u), check_finite("model.v", model.v)
     data = (check_finite("X", X), check_finite("y", y))
     value = _diagonal_loss(DiagonalNet(u, v), data)

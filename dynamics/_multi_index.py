@@ -353,13 +353,8 @@ def sample_loss_gradient(
     True
     """
     check_model("model", model, MeanFieldNet)
-    X, y = check_data(data)
     W = check_finite("model.W", inexact(model.W, name="model.W"))
-    d = W.shape[1]
-    check_shape("X", X, (None, d))
-    if X.shape[0] == 0:
-        raise ValueError("`X` must hold at least one sample, got 0 rows")
-    check_shape("y", y, (X.shape[0],))
+    X, y = check_data(data, d=W.shape[1])
     # the gradient has W's dtype; complex X or y is refused, not cast to its real part
     X, y = check_finite("X", inexact(X, W.dtype, "X")), check_finite("y", inexact(y, W.dtype, "y"))
     return _sample_loss_gradient(MeanFieldNet(W, model.activation), X, y, batch_size)
