@@ -14,8 +14,6 @@ Paper: *Learning Orthogonal Multi-Index Models Beyond Small Initialization: Incr
 Learning, Competitive Dynamics and Symmetry* (NeurIPS 2026, arXiv:2609.10879).
 """
 
-import os
-
 import diffrax
 import jax
 import jax.numpy as jnp
@@ -39,6 +37,8 @@ from theory.checks import (
     inexact,
 )
 from theory.numerics import diffeqsolve
+
+from ._memory import available_bytes
 
 
 class MeanFieldFlowSolution(AbstractSolution):
@@ -66,16 +66,6 @@ class MeanFieldFlowSolution(AbstractSolution):
     beta2: Float[Array, " T"]
     alignment: Float[Array, "T r"]
     model: MeanFieldNet
-
-
-def available_bytes() -> int:
-    """The memory of the default device: its `bytes_limit`, or the host's physical memory on
-    CPU."""
-    device = jax.devices()[0]
-    stats = device.memory_stats() if device.platform != "cpu" else None
-    if stats and "bytes_limit" in stats:
-        return int(stats["bytes_limit"])
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def check_memory(n: int, d: int, m: int, batch_size: int, dtype=jnp.float64) -> int:

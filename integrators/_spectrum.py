@@ -19,7 +19,7 @@ from theory import RESULTS, AbstractSolution
 from theory.checks import check_key, check_positive, check_positive_int
 
 from ._krylov import thick_restart_lanczos
-from ._mean_field import available_bytes
+from ._memory import available_bytes
 
 DENSE_MAX = 1024  # parameters up to which the dense Hessian is the default
 KINDS = ("any", "minimum")
