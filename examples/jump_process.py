@@ -8,7 +8,7 @@ import jax.numpy as jnp
 
 jax.config.update("jax_enable_x64", True)
 
-from _figure import figure, save  # noqa: E402
+from _figure import save_jump_times  # noqa: E402
 
 from dynamics import balanced_init, orthogonal_data, signs_and_directions  # noqa: E402
 from integrators import orthogonal_flow  # noqa: E402
@@ -36,11 +36,4 @@ print(f"n = {n}, m = {m}, alpha = {alpha:g}, {seeds} seeds")
 print(f"median relative jump-time error {jnp.nanmedian(rel):.2%}, max {jnp.nanmax(rel):.2%}")
 print(f"solver steps per seed: {steps.tolist()}")
 
-fig, ax = figure(4.5, 4.0)
-ax.plot(pred.times.ravel(), measured.ravel(), "o", ms=4, label="jumps of 8 seeds")
-top = float(jnp.nanmax(pred.times))
-ax.plot([0, top], [0, top], "k--", lw=1, label="measured = predicted")
-ax.set_xlabel("Algorithm 1's jump time (rescaled)")
-ax.set_ylabel("the flow's jump time")
-ax.legend()
-save(fig, "jump_process.png")
+save_jump_times(pred.times, measured, "jumps of 8 seeds", "jump_process.png")

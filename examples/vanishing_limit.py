@@ -8,7 +8,7 @@ import jax.numpy as jnp
 
 jax.config.update("jax_enable_x64", True)
 
-from _figure import figure, save  # noqa: E402
+from _figure import save_jump_times  # noqa: E402
 
 from dynamics import balanced_init, orthogonal_data, signs_and_directions  # noqa: E402
 from integrators import vanishing_flow  # noqa: E402
@@ -39,11 +39,4 @@ print(f"median relative jump-time error {jnp.nanmedian(rel):.2e}, max {jnp.nanma
 print(f"median relative cost error {jnp.median(jnp.abs(cost / pred.cost - 1)):.2e}")
 print(f"solver steps per seed: {steps.tolist()}")
 
-fig, ax = figure(4.5, 4.0)
-ax.plot(pred.times.ravel(), measured.ravel(), "o", ms=4, label="jumps at alpha = 1e-1000")
-top = float(jnp.nanmax(pred.times))
-ax.plot([0, top], [0, top], "k--", lw=1, label="measured = predicted")
-ax.set_xlabel("Algorithm 1's jump time (rescaled)")
-ax.set_ylabel("the flow's jump time")
-ax.legend()
-save(fig, "vanishing_limit.png")
+save_jump_times(pred.times, measured, "jumps at alpha = 1e-1000", "vanishing_limit.png")
