@@ -153,6 +153,36 @@ def _loss_and_gradient(target, activation, samples, batch_size):
     return loss, grad
 
 
+def _checked_inputs(target, model, ts, weight_decay, decay_off, samples, batch_size,
+                    tolerances, solver, stepsize_controller):  # fmt: skip
+    """`mean_field_flow`'s arguments checked (its Raises): the initial weights, the time
+    grid, the weight decay and its end, the samples and their batch, and the tolerances
+    (defaults by loss: the population's or the samples')."""
+    check_model("model", model, MeanFieldNet)
+    if not isinstance(target, MultiIndexTarget):
+        raise ValueError(
+            f"`target` must be a MultiIndexTarget (e.g. `standard_target`), got "
+            f"{type(target).__name__}"
+        )
+    W0 = model.W
+    d = W0.shape[1]
+    check_shape("model.W", W0, (None, target.directions.shape[1]))
+    check_activation(model.activation, expected=target.activation)
+    rtol, atol, max_steps = tolerances
+    smooth = samples is None
+    rtol = (1e-6 if smooth else 1e-4) if rtol is None else rtol
+    atol = (1e-8 if smooth else 1e-6) if atol is None else atol
+    lam = check_positive("weight_decay", weight_decay, allow_zero=True, scalar=True)
+    lam = jnp.asarray(lam, W0.dtype)
+    W0 = check_finite("model.W", W0)
+    tolerances = check_solver_options(rtol, atol, max_steps)
+    check_solver_choice(solver, stepsize_controller)
+    ts = check_time_grid("ts", ts, W0.dtype)
+    samples, batch_size = _check_samples(samples, batch_size, d)
+    off = _check_decay_off(decay_off, ts, W0.dtype)
+    return W0, ts, lam, off, samples, batch_size, tolerances
+
+
 def mean_field_flow(
     target: MultiIndexTarget,
     model: MeanFieldNet,
@@ -213,29 +243,13 @@ def mean_field_flow(
     >>> bool(sol.ok), bool(sol.loss[-1] < 0.1 * sol.loss[0])
     (True, True)
     """
-    check_model("model", model, MeanFieldNet)
-    if not isinstance(target, MultiIndexTarget):
-        raise ValueError(
-            f"`target` must be a MultiIndexTarget (e.g. `standard_target`), got "
-            f"{type(target).__name__}"
-        )
-    W0 = model.W
-    m, d = W0.shape
-    check_shape("model.W", W0, (None, target.directions.shape[1]))
-    check_activation(model.activation, expected=target.activation)
-    smooth = samples is None
-    rtol = (1e-6 if smooth else 1e-4) if rtol is None else rtol
-    atol = (1e-8 if smooth else 1e-6) if atol is None else atol
-    lam = check_positive("weight_decay", weight_decay, allow_zero=True, scalar=True)
-    lam = jnp.asarray(lam, W0.dtype)
-    W0 = check_finite("model.W", W0)
-    rtol, atol, max_steps = check_solver_options(rtol, atol, max_steps)
-    check_solver_choice(solver, stepsize_controller)
-    ts = check_time_grid("ts", ts, W0.dtype)
-    samples, batch_size = _check_samples(samples, batch_size, d)
+    W0, ts, lam, off, samples, batch_size, (rtol, atol, max_steps) = _checked_inputs(
+        target, model, ts, weight_decay, decay_off, samples, batch_size,
+        (rtol, atol, max_steps), solver, stepsize_controller,
+    )  # fmt: skip
+    m = W0.shape[0]
     activation = model.activation
     loss, grad = _loss_and_gradient(target, activation, samples, batch_size)
-    off = _check_decay_off(decay_off, ts, W0.dtype)
 
     def field(t, W, args):
         return -jnp.where(t < off, lam, 0.0) * W - m * grad(W)

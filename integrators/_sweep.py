@@ -280,18 +280,13 @@ def sweep(
     key0 = jax.random.PRNGKey(base_seed)
     layouts = _layouts(points, static, dtype, code, (make, run), mesh, batch_size, key0)
     if chunk_size is None:
-        prog, dyn, inst_one, _ = layouts[0]
-        if prog.run is None:
-            prog.prepare(inst_one, dyn)
-        unit = len(devices) * prog.batch_size
-        chunk_size = unit * max(1, 64 // unit)
+        chunk_size = _default_chunk_size(layouts[0], len(devices))
     chunk_size = int(chunk_size)  # kept as asked: a later run with more seeds uses it too
     if out is not None and writer and manifest is None:
-        outputs = [{k: [list(s), d.str] for k, (s, d) in lay[3].items()} for lay in layouts]
         manifest = {
             "fingerprint": fingerprint, "spec": spec, "identity": identity,
             "chunk_size": chunk_size, "counts": [seeds], "devices": len(devices),
-            "outputs": outputs,
+            "outputs": _output_shapes(layouts),
         }  # fmt: skip
         _write_json(out / "sweep.json", manifest)
 
@@ -330,6 +325,21 @@ def sweep(
         point_seconds=point_seconds,
         missing=[[] for _ in points],
     )
+
+
+def _default_chunk_size(layout, devices: int) -> int:
+    """64 seeds rounded to a multiple of devices x batch (the first point's program fixes its
+    batch size: compiled here where it has not been)."""
+    prog, dyn, inst_one, _ = layout
+    if prog.run is None:
+        prog.prepare(inst_one, dyn)
+    unit = devices * prog.batch_size
+    return unit * max(1, 64 // unit)
+
+
+def _output_shapes(layouts) -> list[dict]:
+    """Per point, each output's one-seed shape and dtype, as the manifest records them."""
+    return [{k: [list(s), d.str] for k, (s, d) in lay[3].items()} for lay in layouts]
 
 
 def _identity(name, seeds, base_seed, points, static, config, dtype, run, make):
