@@ -20,8 +20,8 @@ cost per step times the steps that eta_E needs.
 Writes `results.json` (`rows`: one per case) and `losses.png` to `--out`.
 
 `method="steps"` (Euler levels extrapolated, `integrators._stepped`) is timed beside the
-event-driven default at rtol 1e-2, 1e-3 and 1e-4, with each solve's compile time; `--large` runs
-the sizes where the events cost most (n = 128 and 256, d = 32, alpha = 1e-10).
+event-driven default at rtol 3e-2, 1e-2, 1e-3 and 1e-4, with each solve's compile time;
+`--large` runs the sizes where the events cost most (n = 128 and 256, d = 32, alpha = 1e-10).
 
     python -m benchmarks.two_layer_vs_gd [--quick] [--large]
 """
@@ -43,7 +43,11 @@ WIDTH = 40
 LOG10_INV_ALPHA = 30
 HORIZON = 30.0  # rescaled time: every seed has made its jumps and relaxed by then
 ETAS = (0.005, 0.0025, 0.00125, 0.000625)  # GD steps of the reference (ordinary time)
-STEPS_RTOLS = (1e-2, 1e-3, 1e-4)  # the tolerances `method="steps"` is timed at
+# the tolerances `method="steps"` is timed at (3e-2: the loosest that returns 1e-3 at both
+# large sizes; 1e-1 stopped at levels whose Euler steps had not reached their first-order
+# regime, 5.7e-2 and 6.7e-3 off at n = 128 and 256)
+STEPS_RTOLS = (3e-2, 1e-2, 1e-3, 1e-4)
+REPEATS_UNDER = 10.0  # seconds: a solve (or GD run) faster than this is timed best of three
 # `--large`: the sizes where the events cost most (Gaussian inputs, alpha = 1e-10)
 LARGE = dict(cases=((128, 32), (256, 32)), p=10)
 
@@ -64,16 +68,26 @@ def _engine_gd_seconds(X, y, model, eta, steps):
         num_checkpoints=2, orthonormal=False,
     )  # fmt: skip
     jax.block_until_ready(run().final_loss)
-    timer = Timer()
-    jax.block_until_ready(run().final_loss)
-    return timer()
+    return _best(lambda: run().final_loss)[1]
+
+
+def _best(call):
+    """(the last output of `call`, its wall time): one call, or the best of three where one
+    takes under REPEATS_UNDER seconds (single timings of the same solve spread by +-15%)."""
+    times = []
+    while len(times) < (3 if not times or times[0] < REPEATS_UNDER else 1):
+        timer = Timer()
+        out = call()
+        jax.block_until_ready(jax.tree_util.tree_leaves(out))
+        times.append(timer())
+    return out, min(times)
 
 
 def _timed(flow, grid):
     """(solution on `grid`, seconds to compile, seconds to solve): compiling is timed as the
     first call less the second on a grid of the same shape over a millionth of the span
     (a handful of steps; the first call less the second on the real grid carried the
-    solve's own spread, +-10 s at n = 256), the solve as a call after that."""
+    solve's own spread, +-10 s at n = 256), the solve as calls after that (`_best`)."""
     tiny = grid[0] + 1e-6 * (grid - grid[0])
     timer = Timer()
     jax.block_until_ready(flow(tiny).loss)
@@ -81,10 +95,8 @@ def _timed(flow, grid):
     timer = Timer()
     jax.block_until_ready(flow(tiny).loss)
     compiling = max(first - timer(), 0.0)
-    timer = Timer()
-    sol = flow(grid)
-    jax.block_until_ready(sol.loss)
-    return sol, compiling, timer()
+    sol, seconds = _best(lambda: flow(grid))
+    return sol, compiling, seconds
 
 
 def case(n, d, p, width, horizon, etas, seed, steps_rtols=STEPS_RTOLS):
