@@ -218,10 +218,11 @@ def two_layer_flow(
       (`gradient_flow`'s rule, with its fallback to the events where the steps fall
       short): at the default rtol = 1e-8 the events. On Gaussian inputs (d = 32, m = 40,
       alpha = 1e-10, t <= 30, 601 save times; `benchmarks.two_layer_vs_gd --large`) the
-      events took 27.5 s at n = 128 (6,830 kink events) and 134 s at n = 256 (13,312),
-      3.3e-5 and 8.8e-6 off gradient descent extrapolated; the steps at rtol 1e-2 took
-      5.6 s and 5.0 s for 2.2e-4 and 2.9e-4, where gradient descent takes 2.8 s and 2.5 s
-      for 1e-3 and about twice the steps' time for their accuracy. On small problems the
+      events took 31 s at n = 128 (6,830 kink events) and 164 s at n = 256 (13,312),
+      3.3e-5 and 8.8e-6 off gradient descent extrapolated; the steps at rtol 3e-2 took
+      2.5 s and 2.7 s for 2.5e-4 and 4.3e-4 (at 1e-2, 4.9 s and 5.4 s), where gradient
+      descent takes 2.8 s and 2.4 s for 1e-3 and two to four times the steps' time for
+      their accuracy. On small problems the
       events win: at n = 12, m = 8 they took 0.1 s where the steps took 18 s at rtol 1e-3
       (its escape is steep).
 
