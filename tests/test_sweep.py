@@ -436,3 +436,47 @@ def test_argument_checks_in_a_sweep_are_collected_not_callbacks():
     assert res.failed[0] == [] and len(res.failed[1]) == 1 and not res.ok
     assert "`scale` must be finite and > 0" in res.failed[1][0]["error"]
     assert "seed 0" in res.failed[1][0]["error"]
+
+
+def test_loop_state_bytes_counts_the_largest_loop_state_that_is_read():
+    from integrators._sweep_programs import loop_state_bytes
+
+    def nested(x):
+        def outer(carry, _):
+            inner = jax.lax.fori_loop(0, 2, lambda i, v: v + 1.0, carry)  # 1,000 float64
+            return inner, jnp.sum(inner)
+
+        return jax.lax.scan(outer, x, None, length=3)
+
+    jaxpr = jax.make_jaxpr(nested)(jnp.zeros(1000, jnp.float64)).jaxpr
+    assert loop_state_bytes(jaxpr) == 8000 + 3 * 8  # the scan's carry and its stacked sums
+
+    def unread(x):
+        jax.lax.fori_loop(0, 2, lambda i, v: v + 1.0, x)  # its state is never read
+        return x
+
+    assert loop_state_bytes(jax.make_jaxpr(unread)(jnp.zeros(1000)).jaxpr) == 0
+
+
+def test_the_batch_size_without_compiling_agrees_with_the_compiled_rule():
+    """Where one seed's loop state alone passes half the cache budget, the batch size is 1
+    without the memory-analysis compile, as the compiled rule gives; below, the compile."""
+    from integrators._sweep_programs import _key_itself, _l2_bytes, _Programs
+
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("seed",))
+    key = jax.random.PRNGKey(0)
+    for size, expected in ((_l2_bytes(), 1), (8, None)):  # float64 entries: 8x L2, 64 bytes
+
+        def run(key, size=size):
+            x = jax.random.normal(key, (size,), jnp.float64)
+            return {"x": jnp.sum(jax.lax.fori_loop(0, 3, lambda i, v: jnp.sin(v), x))}
+
+        prog = _Programs(_key_itself, run, {}, mesh, None)
+        assert prog._batch_without_compiling(key, {}) == expected
+        compiled = prog.run_checked.lower(key, {}).compile().memory_analysis()
+        per_seed = sum(
+            (compiled.temp_size_in_bytes, compiled.argument_size_in_bytes,
+             compiled.output_size_in_bytes)
+        )  # fmt: skip
+        if expected == 1:
+            assert pick_batch_size(per_seed) == 1
