@@ -232,7 +232,10 @@ class _Programs:
         b = self.batch_size
 
         def run_local(instances, dyn):
-            return jax.lax.map(lambda inst: self.run_checked(inst, dyn), instances, batch_size=b)
+            # b = 1 without `batch_size`: lax.map would vmap each seed as a batch of one
+            # (batching the whole trace, and every lax.cond inside turned into a select)
+            one = lambda inst: self.run_checked(inst, dyn)  # noqa: E731
+            return jax.lax.map(one, instances, batch_size=b if b > 1 else None)
 
         self.run = jax.jit(
             jax.shard_map(
