@@ -155,9 +155,10 @@ class _Programs:
         # programs stay cacheable, and a seed whose check failed fails its chunk by name
         run_checked, self.run_messages = _collecting(self.run_one)
         # one jitted function for the shape probe, the batch-size compile and the sharded
-        # program: inside `lax.map` it is traced once at one seed's shapes and batched as a
-        # jaxpr, so `run` is traced once per configuration instead of twice
+        # program, traced once (`_traced`, in `prepare`): the sharded program evaluates that
+        # jaxpr (`_one_seed`), so `run` is traced once per configuration instead of twice
         self.run_checked = jax.jit(run_checked)
+        self._traced = None
         self.make_checked, self.make_messages = _collecting(self.make_one)
         # `make` runs unsharded: XLA:CPU was seen to hang running LAPACK (the QR of
         # `orthogonal_data`) on several host devices at once. Instances are cheap; they are
@@ -199,16 +200,41 @@ class _Programs:
         it. None where the rule needs the compiled memory analysis. (The main job's seed
         holds a 1.57 MB loop state against this CPU's 1 MB budget; its compiled working set
         is 5.39 MB. The memory-analysis compile had cost 5 s of its 34 s cold run.)"""
-        traced = self.run_checked.trace(instance_one, dyn)
-        jaxpr = traced.jaxpr.jaxpr
+        jaxpr = self._trace(instance_one, dyn).jaxpr.jaxpr
         ends = sum(_bytes(v.aval) for v in (*jaxpr.invars, *jaxpr.outvars))
         floor = max(loop_state_bytes(jaxpr), ends)
         return 1 if pick_batch_size(max(1, floor)) == 1 else None
 
+    def _trace(self, instance_one, dyn):
+        """`run_checked` traced at one seed (`jax.stages.Traced`; JAX's own trace cache keeps
+        it, and `jax.clear_caches()` clears it), kept for the sharded program's next trace."""
+        self._traced = self.run_checked.trace(instance_one, dyn)
+        return self._traced
+
+    def _one_seed(self, inst, dyn):
+        """`run_checked` on one seed inside the sharded program: the jaxpr traced in
+        `prepare` evaluated on these arguments where their structure, shapes and dtypes are
+        the ones it was traced at, else `run_checked` itself. (Inside `shard_map` the jit's
+        cache missed, and the main job's `run` was traced a second time: 2 s of its cold
+        run.) The jaxpr serves the sharded program's first trace only: a later one (other
+        chunk shapes, or after `jax.clear_caches()`) traces `run_checked` as before."""
+        traced = self._traced
+        leaves, tree = jax.tree_util.tree_flatten(((inst, dyn), {}))
+        avals = [(tuple(x.shape), jnp.result_type(x)) for x in leaves]
+        if (
+            traced is None
+            or tree != traced.in_tree
+            or avals
+            != [(tuple(a.shape), a.dtype) for a in jax.tree_util.tree_leaves(traced.in_avals)]
+        ):
+            return self.run_checked(inst, dyn)
+        outs = jax.extend.core.jaxpr_as_fun(traced.jaxpr)(*leaves)
+        return jax.tree_util.tree_unflatten(traced.out_tree, outs)
+
     def prepare(self, instance_one, dyn) -> int:
         """Fix the batch size (the cache rule, from one seed's compiled memory) and compile."""
         if self.batch_size is None or not self.record.get("run"):
-            shapes = jax.eval_shape(self.run_checked, instance_one, dyn)[0]
+            shapes = self._trace(instance_one, dyn).out_info[0]
             if not jax.tree_util.tree_leaves(shapes):
                 raise ValueError(
                     "the run function must return a pytree of arrays (one row per seed), got "
@@ -234,8 +260,10 @@ class _Programs:
         def run_local(instances, dyn):
             # b = 1 without `batch_size`: lax.map would vmap each seed as a batch of one
             # (batching the whole trace, and every lax.cond inside turned into a select)
-            one = lambda inst: self.run_checked(inst, dyn)  # noqa: E731
-            return jax.lax.map(one, instances, batch_size=b if b > 1 else None)
+            one = lambda inst: self._one_seed(inst, dyn)  # noqa: E731
+            out = jax.lax.map(one, instances, batch_size=b if b > 1 else None)
+            self._traced = None  # (`_one_seed`)
+            return out
 
         self.run = jax.jit(
             jax.shard_map(

@@ -480,3 +480,18 @@ def test_the_batch_size_without_compiling_agrees_with_the_compiled_rule():
         )  # fmt: skip
         if expected == 1:
             assert pick_batch_size(per_seed) == 1
+
+
+def test_run_is_traced_once_per_configuration_and_again_after_clear_caches():
+    traces = []
+
+    def run(key, scale):
+        traces.append(None)  # Python runs only while JAX traces
+        return {"x": scale * jax.random.normal(key, (2,))}
+
+    first = sweep(run, seeds=4, grid=[{"scale": 1.0}, {"scale": 2.0}], progress=False)
+    assert len(traces) == 1  # shapes, batch size and the sharded program from one trace
+    jax.clear_caches()
+    again = sweep(run, seeds=4, grid=[{"scale": 1.0}, {"scale": 2.0}], progress=False)
+    assert len(traces) == 2
+    np.testing.assert_array_equal(first.outputs[1]["x"], again.outputs[1]["x"])
