@@ -247,7 +247,13 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
             return jnp.where(ec != 0, 0.5 * ec * h * jnp.abs(ec) / moved, 0.0).astype(ec.dtype)
 
         areas = jax.tree_util.tree_map(area, e, y0, y1)
-        _, Ja = jax.jvp(lambda y: terms.vf(t0, y, held), (y0,), (areas,))
+        # most steps cross nothing: their J a is 0 without the Jacobian-vector product (a
+        # real branch unbatched; under vmap both sides run, as before)
+        Ja = jax.lax.cond(
+            _nonzero(e),
+            lambda: jax.jvp(lambda y: terms.vf(t0, y, held), (y0,), (areas,))[1],
+            lambda: jax.tree_util.tree_map(jnp.zeros_like, areas),
+        )
         local = self.solver.interpolation_cls(t0=t0, t1=t1, **dense)
         inside = self.overshoot(y0, local.evaluate(t0 + _DIP_POINT * (t1 - t0)), held)
         dipped = _nonzero(jax.tree_util.tree_map(lambda a, b: (a != 0) & (b == 0), inside, e))
