@@ -17,8 +17,9 @@ the largest power of two whose compiled working set (XLA's memory analysis of on
 `b`) fits in half of the L2 cache on CPU, or in an eighth of the device's memory on GPU. On a
 2-core Xeon (2 MiB L2), GD on n = 64, m = 47 runs at ~2e5 seed-epochs/s for b <= 4 and drops
 to ~9e4 for b >= 8, where the batch falls out of cache. Where one seed's traced program
-already holds a loop state (or arguments and outputs) larger than half that budget, b is 1
-without compiling for the memory analysis (`_sweep_programs.loop_state_bytes`).
+already holds a loop state (or used arguments and outputs, after dead-code elimination)
+larger than half that budget, b is 1 without compiling for the memory analysis
+(`_sweep_programs.loop_state_bytes`).
 
 Seed i always uses `jax.random.fold_in(PRNGKey(base_seed), i)`, so results do not depend on
 chunking, batching or sharding. Each finished chunk is written atomically (`npz`, no pickle)

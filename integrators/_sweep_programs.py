@@ -75,10 +75,27 @@ def pick_batch_size(bytes_per_seed: int, device=None, limit: int = 4096) -> int:
 
 
 def _bytes(aval) -> int:
+    """An array's bytes; 0 for what has no plain dtype (a typed PRNG key, a token): counting
+    less only means the memory-analysis compile runs."""
     shape, dtype = getattr(aval, "shape", None), getattr(aval, "dtype", None)
-    if shape is None or dtype is None:
+    if shape is None or dtype is None or jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
         return 0
-    return math.prod(shape) * np.dtype(dtype).itemsize
+    try:
+        return math.prod(shape) * np.dtype(dtype).itemsize
+    except TypeError:
+        return 0
+
+
+def _live(jaxpr):
+    """`jaxpr` after JAX's dead-code elimination (outputs nobody reads, loop states and
+    arguments that nothing live uses are dropped, as XLA drops them), and which arguments
+    are used; None where JAX's eliminator is not there (its module is internal)."""
+    try:
+        from jax._src.interpreters import partial_eval  # noqa: PLC0415
+
+        return partial_eval.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))
+    except Exception:  # an internal API that moved: fall back to compiling
+        return None
 
 
 def _sub_jaxprs(eqn):
@@ -93,7 +110,8 @@ def loop_state_bytes(jaxpr) -> int:
     """The bytes of the largest loop state in `jaxpr` (a `jax.extend.core.Jaxpr`) and the
     jaxprs inside it: the outputs of a `while` or `scan` that are read after it. XLA keeps a
     loop's state in memory for the whole loop, so one seed's working set is at least this
-    (a loop output that nothing reads may be dropped by XLA and is not counted).
+    where the jaxpr has been through dead-code elimination (`_live`: an output read only by
+    dead code is dropped by XLA, and by the eliminator).
 
     >>> jaxpr = jax.make_jaxpr(lambda x: jax.lax.fori_loop(0, 3, lambda i, v: 2 * v, x))
     >>> loop_state_bytes(jaxpr(jnp.zeros(1000)).jaxpr)
@@ -195,13 +213,18 @@ class _Programs:
 
     def _batch_without_compiling(self, instance_one, dyn) -> int | None:
         """1 where one seed's traced program alone shows more memory than the cache rule
-        allows two seeds (its largest loop state, or its arguments and outputs), so that
-        the rule would give 1 whatever XLA's buffers come to: no compile is needed to know
-        it. None where the rule needs the compiled memory analysis. (The main job's seed
-        holds a 1.57 MB loop state against this CPU's 1 MB budget; its compiled working set
-        is 5.39 MB. The memory-analysis compile had cost 5 s of its 34 s cold run.)"""
-        jaxpr = self._trace(instance_one, dyn).jaxpr.jaxpr
-        ends = sum(_bytes(v.aval) for v in (*jaxpr.invars, *jaxpr.outvars))
+        allows two seeds (its largest loop state, or its used arguments and its outputs,
+        after JAX's dead-code elimination), so that the rule would give 1 whatever else
+        XLA's buffers come to: no compile is needed to know it. None where the rule needs
+        the compiled memory analysis. (The main job's seed holds a 1.57 MB loop state
+        against this CPU's 1 MB budget; its compiled working set is 5.39 MB. The
+        memory-analysis compile had cost 5 s of its 34 s cold run.)"""
+        live = _live(self._trace(instance_one, dyn).jaxpr.jaxpr)
+        if live is None:
+            return None
+        jaxpr, used = live
+        args = [v for v, u in zip(self._traced.jaxpr.jaxpr.invars, used, strict=True) if u]
+        ends = sum(_bytes(v.aval) for v in (*args, *jaxpr.outvars))
         floor = max(loop_state_bytes(jaxpr), ends)
         return 1 if pick_batch_size(max(1, floor)) == 1 else None
 
@@ -209,6 +232,8 @@ class _Programs:
         """`run_checked` traced at one seed (`jax.stages.Traced`; JAX's own trace cache keeps
         it, and `jax.clear_caches()` clears it), kept for the sharded program's next trace."""
         self._traced = self.run_checked.trace(instance_one, dyn)
+        # (a trace found in JAX's cache leaves the latest messages, maybe another point's)
+        self.run_messages[:] = self.run_messages.of(instance_one, dyn)
         return self._traced
 
     def _one_seed(self, inst, dyn):
@@ -282,16 +307,38 @@ class _Programs:
 _PROGRAMS: dict[tuple, _Programs] = {}  # compiled programs, reused by later sweeps
 
 
+def _signature(*args) -> str:
+    """The structure, shapes and dtypes of arguments, traced or concrete (Python scalars as
+    JAX takes them)."""
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    return repr([(tuple(np.shape(x)), str(jnp.result_type(x))) for x in leaves]) + repr(tree)
+
+
+class _Messages(list):
+    """The messages of the checks traced inside a function, those of its latest trace (the
+    list itself) and per argument signature (`of`): a trace found in JAX's cache runs no
+    Python, so the latest ones can be another signature's."""
+
+    def __init__(self):
+        super().__init__()
+        self.by_signature: dict[str, list[str]] = {}
+
+    def of(self, *args) -> list[str]:
+        """The messages of the trace at these arguments' signature (else the latest)."""
+        return self.by_signature.get(_signature(*args), self)
+
+
 def _collecting(fn):
     """`fn` returning (its output, the outcomes of the argument checks traced inside it), and
     the checks' messages (filled when it is traced; `theory.checks.collect_checks`)."""
-    messages: list[str] = []
+    messages = _Messages()
 
     def wrapped(*args):
         with collect_checks(*args) as found:
             out = fn(*args)
         found = found or [(jnp.asarray(True), "")]  # one entry: lax.map needs a nonempty axis
         messages[:] = [message for _, message in found]
+        messages.by_signature[_signature(*args)] = list(messages)
         oks = jnp.stack([ok for ok, _ in found])
         return out, oks
 
@@ -333,7 +380,8 @@ def _compute_chunk(prog: _Programs, key0, lo: int, size: int, real: int, dyn) ->
         lambda x: jax.make_array_from_callback(x.shape, sharding, lambda i: x[i]), made
     )
     outs, run_oks = _to_host(prog.run(instances, dyn))
-    _raise_failed_checks(run_oks[:real], prog.run_messages, lo, "run")
+    one = jax.tree_util.tree_map(lambda x: x[0], made)
+    _raise_failed_checks(run_oks[:real], prog.run_messages.of(one, dyn), lo, "run")
     return {k: v[:real] for k, v in _flat_names(outs).items()}
 
 

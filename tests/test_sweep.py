@@ -495,3 +495,50 @@ def test_run_is_traced_once_per_configuration_and_again_after_clear_caches():
     again = sweep(run, seeds=4, grid=[{"scale": 1.0}, {"scale": 2.0}], progress=False)
     assert len(traces) == 2
     np.testing.assert_array_equal(first.outputs[1]["x"], again.outputs[1]["x"])
+
+
+def test_typed_keys_in_a_loop_state_and_messages_per_point_of_another_shape():
+    from theory.checks import check_value
+
+    def run(key):  # a typed PRNG key carried by a loop: its bytes are not counted, no crash
+        k = jax.random.wrap_key_data(key)
+        k, x = jax.lax.fori_loop(
+            0, 3, lambda i, c: (jax.random.split(c[0])[0], c[1] + jax.random.normal(c[0], (4,))),
+            (k, jnp.zeros(4)),
+        )  # fmt: skip
+        return {"x": x + jax.random.uniform(k)}
+
+    assert sweep(run, seeds=4, progress=False).ok
+
+    def checked(key, w):  # one program, two shapes of w: each point names its own
+        x = jax.random.normal(key)
+        return {"y": check_value(x, x > 10.0, f"`x` too small (w of shape {w.shape})")}
+
+    res = sweep(checked, seeds=2, grid=[{"w": np.ones(2)}, {"w": np.ones(3)}], progress=False)
+    assert "(w of shape (2,))" in res.failed[0][0]["error"]
+    assert "(w of shape (3,))" in res.failed[1][0]["error"]
+
+
+def test_the_shortcut_leaves_dead_loops_and_unused_arguments_to_the_compile():
+    from integrators._sweep_programs import _Programs
+
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("seed",))
+    big = 100_000  # float64 entries: 800 kB, over half of any L2 budget up to 1.6 MB
+
+    def dead(key):
+        x = jax.random.normal(key, (4,))
+        state = jax.lax.fori_loop(0, 3, lambda i, v: jnp.sin(v), jnp.ones(big) * x[0])
+        _ = state + 1.0  # read only by dead code: XLA drops the loop
+        return {"x": x}
+
+    def unused(inst):  # the instance's large array is never read: jit prunes it
+        return {"x": jnp.sin(inst["a"])}
+
+    def make(key):
+        return {"a": jax.random.normal(key, (4,)), "b": jnp.zeros(big)}
+
+    key = jax.random.PRNGKey(0)
+    for run, maker in ((dead, lambda key: key), (unused, make)):
+        prog = _Programs(maker, run, {}, mesh, None)
+        instance = jax.eval_shape(prog.make_checked, key, {})[0]
+        assert prog._batch_without_compiling(instance, {}) is None

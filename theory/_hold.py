@@ -237,7 +237,9 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
         values past the switch are never used. A component past its switch at the midpoint of
         the dense output but not at t1 has dipped and come back, which the held field cannot
         see: the step's error is then infinite, and the step is retried shorter (a dip that
-        misses the midpoint goes unseen).
+        misses the midpoint goes unseen). A step in which nothing crossed adds nothing, and
+        its J a is not formed (where the field's Jacobian is infinite at a finite y0, sqrt at
+        0 say, J 0 had come out NaN and every such step was rejected).
         """
         e = self.overshoot(y0, y1, held)
         h = jnp.abs(t1 - t0)
