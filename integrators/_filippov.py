@@ -37,6 +37,8 @@ from ._capacity import CHUNK
 BOX_ITERATIONS = 8  # active-set iterations of the box problem, at most
 BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048)  # sizes the system is factored on
 REGULARIZATION = 1e-10  # Tikhonov eps of the sliding solve, relative to max |J|
+# a sliding entry repels where s_k M_kk < -REPULSION max_k |M_kk| (`SlidingSystem.box`)
+REPULSION = 1e-8
 
 
 class SlidingSystem(eqx.Module):
@@ -83,11 +85,20 @@ class SlidingSystem(eqx.Module):
         chunks = (count + CHUNK - 1) // CHUNK
         return r, jax.lax.fori_loop(0, chunks, chunk, jnp.eye(capacity, dtype=dtype))
 
-    def box(self, jac, r, guess, sign, count):
+    def box(self, jac, r, guess, sign, count, prefer=None):
         """lambda, the pins, their bounds and M on the linear model r + J (lambda - guess) of
-        the `count` occupied slots (module docstring); padded slots are pinned at 0."""
+        the `count` occupied slots (module docstring); padded slots are pinned at 0.
 
-        def branch(b, jac, r, guess, sign):
+        **Repelling kinks.** The box problem has a solution with lambda_k inside (0, 1) also
+        where the kink pushes entry k away on both sides (s_k dr_k/dlambda_k < 0, with the
+        other sliding entries kept on theirs: s_k (M)_kk < 0, M the sliding block's
+        inverse). That is a Filippov solution, but not the limit of gradient descent, which
+        leaves such a kink at once; the solve would hold the entry there for as long as the
+        kink repels. Such an entry is pinned at `prefer` (1 where the state sits on the
+        other branch's side, else 0), and the rest solved again."""
+        prefer = jnp.zeros_like(r) if prefer is None else prefer
+
+        def branch(b, jac, r, guess, sign, prefer):
             block, r0, g, s = jac[:b, :b], r[:b], guess[:b], sign[:b]
             eye = jnp.eye(b, dtype=jac.dtype)
             valid = jnp.arange(b) < count
@@ -113,10 +124,21 @@ class SlidingSystem(eqx.Module):
             def going(state):
                 return state[3] & (state[0] < BOX_ITERATIONS)
 
-            state = (0, ~valid, jnp.zeros(b, jac.dtype), jnp.asarray(True))
-            _, pinned, bound, _ = jax.lax.while_loop(going, iterate, state)
-            normal, transposed = system(pinned)
-            inverse = lu_solve(normal, transposed, unroll=False)
+            def pins(pinned, bound):
+                state = (0, pinned, bound, jnp.asarray(True))
+                _, pinned, bound, _ = jax.lax.while_loop(going, iterate, state)
+                normal, transposed = system(pinned)
+                return pinned, bound, lu_solve(normal, transposed, unroll=False)
+
+            pinned, bound, inverse = pins(~valid, jnp.zeros(b, jac.dtype))
+            diagonal = s * jnp.diagonal(inverse)
+            scale = jnp.max(jnp.abs(jnp.where(valid, diagonal, 0.0)))
+            repelled = valid & ~pinned & (diagonal < -REPULSION * scale)
+            pinned, bound, inverse = jax.lax.cond(
+                jnp.any(repelled),
+                lambda: pins(pinned | repelled, jnp.where(repelled, prefer[:b], bound)),
+                lambda: (pinned, bound, inverse),
+            )
             lam = jnp.where(pinned, bound, jnp.clip(inverse @ rhs(pinned, bound), 0.0, 1.0))
             pad = self.capacity - b
             return (
@@ -126,7 +148,7 @@ class SlidingSystem(eqx.Module):
                 jnp.eye(self.capacity, dtype=jac.dtype).at[:b, :b].set(inverse),
             )
 
-        return self.switch(count, branch, jac, r, guess, sign)
+        return self.switch(count, branch, jac, r, guess, sign, prefer)
 
     def chord(self, inverse, count, r):
         """M r on the bucket that holds `count` slots (r is 0 beyond: lambda's padding)."""

@@ -157,10 +157,13 @@ class KinkFlow(eqx.Module):
         residual."""
         valid = held.slots >= 0
         held = eqx.tree_at(lambda h: (h.pinned, h.bound), held, (~valid, jnp.zeros_like(guess)))
-        side = self._flat(held.pattern)[jnp.maximum(held.slots, 0)]
+        index = jnp.maximum(held.slots, 0)
+        side = self._flat(held.pattern)[index]
         sign = jnp.where(side, 1.0, -1.0).astype(guess.dtype)
+        # a repelled entry leaves to the side its pre-activation is on (`SlidingSystem.box`)
+        prefer = ((self._flat(held.z)[index] > 0) != side).astype(guess.dtype)
         r, jac = self.system.jacobian(self._residual(p, held), guess, held.count)
-        lam, pinned, bound, inverse = self.system.box(jac, r, guess, sign, held.count)
+        lam, pinned, bound, inverse = self.system.box(jac, r, guess, sign, held.count, prefer)
         held = eqx.tree_at(lambda h: (h.pinned, h.bound, h.inverse), held, (pinned, bound, inverse))
         residual = self._residual(p, held)
         for _ in range(NEWTON_STEPS - 1):
@@ -168,6 +171,21 @@ class KinkFlow(eqx.Module):
         # a system with no solution in the numbers (overflow): outside [0, 1], so that the
         # next step start forms the system again (`step_args`' reuse test)
         return jnp.where(jnp.isfinite(lam), lam, 2.0), inverse, pinned, bound
+
+    def _still_inverts(self, p, held, previous, lam):
+        """Whether the last step's M still inverts the sliding system here: M J s = s to
+        within 1/2 on every sliding slot (s the slots' signs, J s one Jacobian-vector product
+        of the residual at `lam`). Where an entry's kink turns from attracting to repelling
+        its part of J changes sign (`SlidingSystem.box`); a kept M would hold it on the kink
+        until the system is formed again, REUSE steps later: on a toy loss v |u| + (v + 1)^2
+        / 2, u left its kink 0.3 time units late."""
+        held = eqx.tree_at(lambda h: (h.pinned, h.bound), held, (previous.pinned, previous.bound))
+        side = self._flat(held.pattern)[jnp.maximum(held.slots, 0)]
+        sliding = (held.slots >= 0) & ~previous.pinned
+        v = jnp.where(sliding, jnp.where(side, 1.0, -1.0), 0.0).astype(lam.dtype)
+        _, jv = jax.jvp(self._residual(p, held), (lam,), (v,))
+        mjv = self.system.chord(previous.inverse, held.count, jnp.where(sliding, jv, 0.0))
+        return jnp.all(jnp.where(sliding, jnp.abs(mjv - v) <= 0.5, True))
 
     def sliding_lambda(self, p, held):
         """lambda on the slots, solving dz/dt = 0 on the sliding entries: `CHORD_STEPS` chord
@@ -293,6 +311,9 @@ class KinkFlow(eqx.Module):
             # [0, 1]: the chord steps at this start (`last`) are its Newton steps
             inside = previous.pinned | ((last >= 0) & (last <= 1))
             reuse = (previous.age < REUSE) & jnp.all(slots == previous.slots) & jnp.all(inside)
+            reuse = reuse & jax.lax.cond(
+                reuse, lambda: self._still_inverts(p, held, previous, last), lambda: False
+            )
             age = jnp.where(reuse, previous.age + 1, 0)
             guess = jnp.where(reuse, last, guess)
         solved = jax.lax.cond(
@@ -332,6 +353,35 @@ class KinkFlow(eqx.Module):
             "sliding_capacity": jnp.asarray(self.capacity),
         }
 
+    def _repelled(self, t0, t1, y1, z1, held):
+        """The blend-weight area, per slot, of sliding entries whose kink began to repel
+        during the step (`SlidingSystem.box`): the held field keeps such an entry on its
+        kink where the flow leaves it. (M J s)_k s_k at the step's end (M the step start's
+        inverse, J the system's Jacobian at y1, s the slots' signs) is 1 at the start and
+        negative once entry k repels; taken linear over the step, the entry has been held
+        for a fraction delta = -w / (1 - w) of it, on a blend lambda where the flow takes
+        the bound on the side its pre-activation is on: the area is h delta (bound -
+        lambda), charged to the error like a crossing's, so that the controller shortens
+        the step until the turn is resolved (`_still_inverts` then forms the system again
+        at the next start, and the box problem pins the entry)."""
+        h = jnp.abs(t1 - t0)
+
+        def area():
+            p = self.to_params(y1)
+            lam = self.sliding_lambda(p, held)
+            index = jnp.maximum(held.slots, 0)
+            side = self._flat(held.pattern)[index]
+            sliding = (held.slots >= 0) & ~held.pinned
+            s = jnp.where(sliding, jnp.where(side, 1.0, -1.0), 0.0).astype(lam.dtype)
+            _, jv = jax.jvp(self._residual(p, held), (lam,), (s,))
+            w = s * self.system.chord(held.inverse, held.count, jnp.where(sliding, jv, 0.0))
+            turned = sliding & (w < 0)
+            delta = jnp.where(turned, -w / jnp.where(turned, 1.0 - w, 1.0), 0.0)
+            bound = ((self._flat(z1)[index] > 0) != side).astype(lam.dtype)
+            return jnp.where(turned, h * delta * (bound - lam), 0.0)
+
+        return jax.lax.cond(held.count > 0, area, lambda: jnp.zeros_like(held.lam))
+
     def kink_error(self, t0, t1, y0, y1, held, interpolation):
         """`theory.numerics.HoldArgs`'s `kink_error` for the sites (sliding entries excluded).
 
@@ -369,6 +419,8 @@ class KinkFlow(eqx.Module):
             blend(a, b, c, d)
             for a, b, c, d in zip(held.z, z1, held.pattern, held.slide, strict=True)
         ]
+        repelled = self._weights(self._repelled(t0, t1, y1, z1, held), held)
+        weights = [w + r.astype(w.dtype) for w, r in zip(weights, repelled, strict=True)]
         zeros = [jnp.zeros_like(w) for w in weights]
         velocity, error = jax.jvp(lambda w: self.field(t1, y1, held, w), (zeros,), (weights,))
         middle = self.to_params(interpolation.evaluate(t0 + 0.5 * (t1 - t0)))

@@ -63,3 +63,41 @@ def test_a_sliding_relu_mlp_against_gradient_descent_extrapolated_to_step_0():
 
     reference = 2 * gd(1e-4) - gd(2e-4)
     np.testing.assert_allclose(sol.loss, reference, rtol=2e-5)
+
+
+@pytest.mark.slow  # default-run budget (10 s)
+def test_a_kink_that_turns_repelling_is_left_as_gradient_descent_leaves_it():
+    """L = v |u| + (v + 1)^2 / 2 from (u, v) = (0.1, 3): u reaches its kink at t1 and slides
+    while v > 0; at t0 = t1 + log(v(t1) + 1), v = 0 and the kink turns repelling (a held
+    entry there is a Filippov solution, not gradient descent's limit). The flow must leave
+    it then, as the smooth solution from (0, 0) at t0 does (scipy, rtol 1e-12)."""
+    from scipy.integrate import solve_ivp
+
+    class Pair(eqx.Module):
+        u: jax.Array
+        v: jax.Array
+
+    def loss(p, args):
+        return jnp.sum(p.v * jnp.abs(p.u)) + 0.5 * jnp.sum((p.v + 1.0) ** 2)
+
+    ts = jnp.linspace(0.0, 3.0, 31)
+    sol = gradient_flow(Pair(jnp.array([0.1]), jnp.array([3.0])), loss, ts, rtol=1e-10,
+                        atol=1e-10)  # fmt: skip
+    assert sol.ok and int(sol.stats["sliding_entries"]) >= 1
+
+    def reaches(t, w):
+        return w[0]
+
+    reaches.terminal = True
+    before = solve_ivp(lambda t, w: [-w[1], -(w[0] + w[1] + 1.0)], (0.0, 3.0), [0.1, 3.0],
+                       events=reaches, rtol=1e-12, atol=1e-12)  # fmt: skip
+    t1, v1 = before.t_events[0][0], before.y_events[0][0][1]
+    t0 = t1 + np.log(v1 + 1.0)
+    side = float(np.sign(sol.model.u[0]))  # either side is gradient descent's limit
+    after = solve_ivp(lambda t, w: [-w[1] * side, -(abs(w[0]) + w[1] + 1.0)], (t0, 3.0),
+                      [0.0, 0.0], dense_output=True, rtol=1e-12, atol=1e-14)  # fmt: skip
+    late = np.asarray(ts) > t0 + 0.2
+    u, v = after.sol(np.asarray(ts)[late])
+    expected = v * np.abs(u) + 0.5 * (v + 1.0) ** 2
+    np.testing.assert_allclose(np.asarray(sol.loss)[late], expected, rtol=1e-7)
+    assert abs(float(sol.model.u[0])) > 0.9  # it left: held, u would stay at 0
