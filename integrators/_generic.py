@@ -348,6 +348,17 @@ def _check_loss_and_observables(loss, observables, ts, model, args):
     shape = eqx.filter_eval_shape(loss, model, args)
     if not (hasattr(shape, "shape") and shape.shape == ()):
         raise ValueError(f"`loss(model, args)` must return a scalar, got {shape}")
+    dtypes = {
+        str(x.dtype) for x in jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))
+    }
+    if len(dtypes) > 1 or str(shape.dtype) not in dtypes:
+        # the flow's state and its field must share one dtype (diffrax's loop refuses a
+        # float32 state whose field comes out float64, in words that do not say dtype)
+        raise ValueError(
+            f"`model`'s arrays are {', '.join(sorted(dtypes))} and `loss(model, args)` comes "
+            f"out {shape.dtype}: they must share one dtype (cast the model and args alike, "
+            "e.g. with float64 enabled, or float32 args for a float32 model)"
+        )
     if observables is None:
         return
     if not callable(observables):

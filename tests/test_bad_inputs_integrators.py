@@ -69,6 +69,15 @@ CASES = {
         (lambda: I.gradient_flow(lambda x: x, _sq, TS), ValueError, "`model`"),
         (lambda: I.gradient_flow(LIN, None, TS), ValueError, "`loss`"),
         (lambda: I.gradient_flow(LIN, lambda m, a: m.W, TS), ValueError, "scalar"),
+        (
+            lambda: I.gradient_flow(
+                jax.tree_util.tree_map(lambda x: x.astype(jnp.float32), LIN),
+                lambda m, a: jnp.sum(m.W.astype(jnp.float64)),
+                TS,
+            ),
+            ValueError,
+            "share one dtype",
+        ),  # fmt: skip
         (lambda: I.gradient_flow(LIN, _sq, jnp.array([1.0, 0.5])), ValueError, "nondecreasing"),
         (lambda: I.gradient_flow(LIN, _sq, TS, time_scale=0.0), ValueError, "time_scale"),
         (lambda: I.gradient_flow(LIN, _sq, TS, steady_state=-1.0), ValueError, "steady_state"),
