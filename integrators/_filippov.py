@@ -16,7 +16,9 @@ steps.
 - `jacobian`: J = dr/dlambda by forward-mode autodiff, *only the occupied slots' columns*
   (`CHUNK` at a time, as many chunks as there are entries): the work is linear in them;
 - `box`: active-set iterations on the linear model r + J (lambda - guess) (violators pinned,
-  wrong-side pins released, until none changes, at most `BOX_ITERATIONS`), and
+  wrong-side pins released, until none changes, at most `BOX_ITERATIONS`; an entry whose
+  kink repels, s_k M_kk < 0, pinned on its pre-activation's side and the rest solved again),
+  and
   M = (A^T A + eps^2 I)^(-1) A^T of the final system A (J, the pinned rows the identity's;
   eps = `REGULARIZATION` max |J|: where more entries of one neuron slide than its inputs
   span, J is singular, lambda is not unique but the field is);
