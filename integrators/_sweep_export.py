@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 from jax import export
 
 from ._fingerprint import digest
@@ -117,11 +119,11 @@ def save(key: str, record: dict) -> None:
 
 
 def signature(*trees) -> str:
-    """The shapes and dtypes of the arguments (one exported program per signature)."""
-    leaves = jax.tree_util.tree_leaves(trees)
-    return repr([(tuple(x.shape), str(x.dtype)) for x in leaves]) + repr(
-        jax.tree_util.tree_structure(trees)
-    )
+    """The structure, shapes and dtypes of the arguments, traced or concrete (Python scalars
+    as JAX takes them): one exported program per signature, and the checks' messages of
+    each trace (`_sweep_programs._Messages`)."""
+    leaves, tree = jax.tree_util.tree_flatten(trees)
+    return repr([(tuple(np.shape(x)), str(jnp.result_type(x))) for x in leaves]) + repr(tree)
 
 
 class Persistent:

@@ -219,11 +219,12 @@ class _Programs:
         the compiled memory analysis. (The main job's seed holds a 1.57 MB loop state
         against this CPU's 1 MB budget; its compiled working set is 5.39 MB. The
         memory-analysis compile had cost 5 s of its 34 s cold run.)"""
-        live = _live(self._trace(instance_one, dyn).jaxpr.jaxpr)
+        traced = self._trace(instance_one, dyn).jaxpr.jaxpr
+        live = _live(traced)
         if live is None:
             return None
         jaxpr, used = live
-        args = [v for v, u in zip(self._traced.jaxpr.jaxpr.invars, used, strict=True) if u]
+        args = [v for v, u in zip(traced.invars, used, strict=True) if u]
         ends = sum(_bytes(v.aval) for v in (*args, *jaxpr.outvars))
         floor = max(loop_state_bytes(jaxpr), ends)
         return 1 if pick_batch_size(max(1, floor)) == 1 else None
@@ -307,13 +308,6 @@ class _Programs:
 _PROGRAMS: dict[tuple, _Programs] = {}  # compiled programs, reused by later sweeps
 
 
-def _signature(*args) -> str:
-    """The structure, shapes and dtypes of arguments, traced or concrete (Python scalars as
-    JAX takes them)."""
-    leaves, tree = jax.tree_util.tree_flatten(args)
-    return repr([(tuple(np.shape(x)), str(jnp.result_type(x))) for x in leaves]) + repr(tree)
-
-
 class _Messages(list):
     """The messages of the checks traced inside a function, those of its latest trace (the
     list itself) and per argument signature (`of`): a trace found in JAX's cache runs no
@@ -325,7 +319,7 @@ class _Messages(list):
 
     def of(self, *args) -> list[str]:
         """The messages of the trace at these arguments' signature (else the latest)."""
-        return self.by_signature.get(_signature(*args), self)
+        return self.by_signature.get(_sweep_export.signature(*args), self)
 
 
 def _collecting(fn):
@@ -338,7 +332,7 @@ def _collecting(fn):
             out = fn(*args)
         found = found or [(jnp.asarray(True), "")]  # one entry: lax.map needs a nonempty axis
         messages[:] = [message for _, message in found]
-        messages.by_signature[_signature(*args)] = list(messages)
+        messages.by_signature[_sweep_export.signature(*args)] = list(messages)
         oks = jnp.stack([ok for ok, _ in found])
         return out, oks
 
