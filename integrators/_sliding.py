@@ -172,20 +172,30 @@ class KinkFlow(eqx.Module):
         # next step start forms the system again (`step_args`' reuse test)
         return jnp.where(jnp.isfinite(lam), lam, 2.0), inverse, pinned, bound
 
+    def _inversion(self, p, held, lam):
+        """(w, sliding): w_k = s_k (M J s)_k on the slots, with M = `held.inverse`, J the
+        sliding system's Jacobian at (p, `lam`) (one Jacobian-vector product of the
+        residual) and s the sliding slots' signs; 1 where M inverts J, negative where entry
+        k's kink has turned repelling since M was formed (`SlidingSystem.box`)."""
+        side = self._flat(held.pattern)[jnp.maximum(held.slots, 0)]
+        sliding = (held.slots >= 0) & ~held.pinned
+        s = jnp.where(sliding, jnp.where(side, 1.0, -1.0), 0.0).astype(lam.dtype)
+        _, jv = jax.jvp(self._residual(p, held), (lam,), (s,))
+        return s * self.system.chord(held.inverse, held.count, jnp.where(sliding, jv, 0.0)), sliding
+
     def _still_inverts(self, p, held, previous, lam):
         """Whether the last step's M still inverts the sliding system here: M J s = s to
-        within 1/2 on every sliding slot (s the slots' signs, J s one Jacobian-vector product
-        of the residual at `lam`). Where an entry's kink turns from attracting to repelling
-        its part of J changes sign (`SlidingSystem.box`); a kept M would hold it on the kink
-        until the system is formed again, REUSE steps later: on a toy loss v |u| + (v + 1)^2
-        / 2, u left its kink 0.3 time units late."""
-        held = eqx.tree_at(lambda h: (h.pinned, h.bound), held, (previous.pinned, previous.bound))
-        side = self._flat(held.pattern)[jnp.maximum(held.slots, 0)]
-        sliding = (held.slots >= 0) & ~previous.pinned
-        v = jnp.where(sliding, jnp.where(side, 1.0, -1.0), 0.0).astype(lam.dtype)
-        _, jv = jax.jvp(self._residual(p, held), (lam,), (v,))
-        mjv = self.system.chord(previous.inverse, held.count, jnp.where(sliding, jv, 0.0))
-        return jnp.all(jnp.where(sliding, jnp.abs(mjv - v) <= 0.5, True))
+        within 1/2 on every sliding slot (`_inversion`). Where an entry's kink turns from
+        attracting to repelling its part of J changes sign (`SlidingSystem.box`); a kept M
+        would hold it on the kink until the system is formed again, REUSE steps later: on a
+        toy loss v |u| + (v + 1)^2 / 2, u left its kink 0.3 time units late."""
+        held = eqx.tree_at(
+            lambda h: (h.pinned, h.bound, h.inverse),
+            held,
+            (previous.pinned, previous.bound, previous.inverse),
+        )
+        w, sliding = self._inversion(p, held, lam)
+        return jnp.all(jnp.where(sliding, jnp.abs(w - 1.0) <= 0.5, True))
 
     def sliding_lambda(self, p, held):
         """lambda on the slots, solving dz/dt = 0 on the sliding entries: `CHORD_STEPS` chord
@@ -367,14 +377,10 @@ class KinkFlow(eqx.Module):
         h = jnp.abs(t1 - t0)
 
         def area():
-            p = self.to_params(y1)
             lam = held.lam  # the step start's: J is multi-affine in lambda, nearly the same
+            w, sliding = self._inversion(self.to_params(y1), held, lam)
             index = jnp.maximum(held.slots, 0)
             side = self._flat(held.pattern)[index]
-            sliding = (held.slots >= 0) & ~held.pinned
-            s = jnp.where(sliding, jnp.where(side, 1.0, -1.0), 0.0).astype(lam.dtype)
-            _, jv = jax.jvp(self._residual(p, held), (lam,), (s,))
-            w = s * self.system.chord(held.inverse, held.count, jnp.where(sliding, jv, 0.0))
             turned = sliding & (w < 0)
             delta = jnp.where(turned, -w / jnp.where(turned, 1.0 - w, 1.0), 0.0)
             bound = ((self._flat(z1)[index] > 0) != side).astype(lam.dtype)
