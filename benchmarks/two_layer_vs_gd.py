@@ -32,7 +32,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._common import Timer, enable_float64, log, parser, pyplot, save_figure
+from benchmarks._common import (
+    Timer,
+    best_seconds,
+    enable_float64,
+    log,
+    parser,
+    pyplot,
+    save_figure,
+)
 from benchmarks._driver import finish, header
 from benchmarks._gd_reference import Reference, gd_curve
 from dynamics import TwoLayerReLU, balanced_init
@@ -47,7 +55,7 @@ ETAS = (0.005, 0.0025, 0.00125, 0.000625)  # GD steps of the reference (ordinary
 # large sizes; 1e-1 stopped at levels whose Euler steps had not reached their first-order
 # regime, 5.7e-2 and 6.7e-3 off at n = 128 and 256)
 STEPS_RTOLS = (3e-2, 1e-2, 1e-3, 1e-4)
-REPEATS_UNDER = 10.0  # seconds: a solve (or GD run) faster than this is timed best of three
+REPEATS_UNDER = 10.0  # seconds: a solve faster than this is timed best of three
 # `--large`: the sizes where the events cost most (Gaussian inputs, alpha = 1e-10)
 LARGE = dict(cases=((128, 32), (256, 32)), p=10)
 
@@ -62,13 +70,13 @@ def make(key, n, d, p, width):
 
 
 def _engine_gd_seconds(X, y, model, eta, steps):
-    """Wall time of the engine's `gradient_descent` for `steps` steps (after compiling)."""
+    """Wall time of the engine's `gradient_descent` for `steps` steps (after compiling; best
+    of three)."""
     run = functools.partial(
         gradient_descent, X, y, model, learning_rate=eta, max_steps=steps, tol=0.0,
         num_checkpoints=2, orthonormal=False,
     )  # fmt: skip
-    jax.block_until_ready(run().final_loss)
-    return _best(lambda: run().final_loss)[1]
+    return best_seconds(lambda: run().final_loss)
 
 
 def _best(call):
