@@ -35,6 +35,7 @@ import jax.numpy as jnp
 from theory.numerics import lu_solve
 
 from ._capacity import CHUNK
+from ._nonsmooth import box_violation, smallest_holding
 
 BOX_ITERATIONS = 8  # active-set iterations of the box problem, at most
 BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048)  # sizes the system is factored on
@@ -69,7 +70,7 @@ class SlidingSystem(eqx.Module):
     def switch(self, count, branch, *operands):
         """`branch(b, *operands)` on the smallest bucket b that holds `count` slots."""
         sizes = self._sizes()
-        index = jnp.searchsorted(jnp.asarray(sizes), count)
+        index = smallest_holding(sizes, count)
         branches = [lambda *ops, b=b: branch(b, *ops) for b in sizes]
         return jax.lax.switch(jnp.minimum(index, len(sizes) - 1), branches, *operands)
 
@@ -118,7 +119,7 @@ class SlidingSystem(eqx.Module):
                 normal, transposed = system(pinned)
                 lam = lu_solve(normal, transposed @ rhs(pinned, bound), unroll=False)
                 push = s * (r0 + block @ (lam - g))  # towards the held side where > 0
-                pin = ~pinned & ((lam < 0) | (lam > 1))
+                pin = ~pinned & (box_violation(lam) > 0)
                 release = pinned & valid & jnp.where(bound > 0, push > 0, push < 0)
                 bound = jnp.where(pin, (lam > 1).astype(bound.dtype), bound)
                 return i + 1, (pinned | pin) & ~release, bound, jnp.any(pin | release)

@@ -43,6 +43,7 @@ from theory.numerics import HoldArgs
 
 from ._filippov import SlidingSystem
 from ._kinks import KinkedFunction
+from ._nonsmooth import box_gap, finite_or, kink_gap
 
 MAX_FLIPS = 3  # net flips of one held kink entry that make it slide
 PIN_STEPS = 3  # step starts in a row pinned at a bound that make an entry leave its kink
@@ -170,7 +171,7 @@ class KinkFlow(eqx.Module):
             lam = lam - self.system.chord(inverse, held.count, residual(lam))
         # a system with no solution in the numbers (overflow): outside [0, 1], so that the
         # next step start forms the system again (`step_args`' reuse test)
-        return jnp.where(jnp.isfinite(lam), lam, 2.0), inverse, pinned, bound
+        return finite_or(lam, 2.0), inverse, pinned, bound
 
     def _inversion(self, p, held, lam):
         """(w, sliding): w_k = s_k (M J s)_k on the slots, with M = `held.inverse`, J the
@@ -205,7 +206,7 @@ class KinkFlow(eqx.Module):
         def solve(lam):
             for _ in range(CHORD_STEPS):
                 lam = lam - self.system.chord(held.inverse, held.count, residual(lam))
-            return jnp.where(jnp.isfinite(lam), lam, 2.0)
+            return finite_or(lam, 2.0)
 
         return jax.lax.cond(held.count > 0, solve, jnp.zeros_like, held.lam)
 
@@ -270,7 +271,7 @@ class KinkFlow(eqx.Module):
         counts = jnp.where(enter, 0.0, jnp.where(leave, REENTER, counts))
         entered = previous.entered + jnp.sum(enter)
         crossings = previous.crossings + jnp.sum(flipped | leave)
-        lam_flat = jnp.where(jnp.isfinite(lam_flat), lam_flat, 2.0)
+        lam_flat = finite_or(lam_flat, 2.0)
         return slide, flat_pattern, (counts, pins, left), (entered, crossings), lam_flat
 
     def step_args(self, t, y, args, previous):
@@ -319,7 +320,7 @@ class KinkFlow(eqx.Module):
         else:
             # the last step's system, where its slots are the same and its lambda stays inside
             # [0, 1]: the chord steps at this start (`last`) are its Newton steps
-            inside = previous.pinned | ((last >= 0) & (last <= 1))
+            inside = previous.pinned | (box_gap(last) >= 0)
             reuse = (previous.age < REUSE) & jnp.all(slots == previous.slots) & jnp.all(inside)
             reuse = reuse & jax.lax.cond(
                 reuse, lambda: self._still_inverts(p, held, previous, last), lambda: False
@@ -413,7 +414,7 @@ class KinkFlow(eqx.Module):
         h = jnp.abs(t1 - t0)
 
         def blend(z0, z1, pattern, slide):
-            u0, u1 = jnp.where(pattern, -z0, z0), jnp.where(pattern, -z1, z1)
+            u0, u1 = -kink_gap(pattern, z0), -kink_gap(pattern, z1)
             both = 0.5 * h * (u0 + u1)
             into = 0.5 * h * u1 * u1 / jnp.where(u1 > u0, u1 - u0, 1.0)
             out_of = 0.5 * h * u0 * u0 / jnp.where(u0 > u1, u0 - u1, 1.0)
@@ -438,7 +439,7 @@ class KinkFlow(eqx.Module):
             return error, dipped
         theta = jnp.asarray(1.0, y1[1].dtype)
         for a, b, c, d in zip(held.z, z1, held.pattern, held.slide, strict=True):
-            u0, u1 = jnp.where(c, -a, a), jnp.where(c, -b, b)
+            u0, u1 = -kink_gap(c, a), -kink_gap(c, b)
             crossed = (u0 <= 0) & (u1 > 0) & ~d
             fraction = -u0 / jnp.where(crossed, u1 - u0, 1.0)
             theta = jnp.minimum(theta, jnp.min(jnp.where(crossed, fraction, 1.0), initial=1.0))

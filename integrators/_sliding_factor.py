@@ -10,7 +10,7 @@ from jaxtyping import Array, Int
 
 from theory.numerics import spd_inverse
 
-INACTIVE, ACTIVE, SLIDING = 0, 1, 2
+from ._nonsmooth import SLIDING, smallest_holding
 
 _COMPACT = (4, 16, 32, 64, 128)  # sizes of the small systems the sliding sets are gathered into
 _FULL = 256  # up to this n the factor has an n x n slot
@@ -51,7 +51,7 @@ def _branch(S):
     largest set, then n. Under vmap the batch takes the largest any member needs (any size
     that holds the sets gives the same weights): a batched index would run every branch."""
     most = jnp.max(jnp.sum(S, axis=1))
-    return eqxi.unvmap_max(jnp.searchsorted(jnp.asarray([1] + _sizes(S.shape[1])), most))
+    return eqxi.unvmap_max(smallest_holding([1] + _sizes(S.shape[1]), most))
 
 
 def _gathered(S, k):

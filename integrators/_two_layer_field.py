@@ -15,10 +15,17 @@ from dynamics import TwoLayerReLU
 from theory import rescaled
 from theory.numerics import lu_solve
 
-from ._sliding_factor import (
+from ._nonsmooth import (
     ACTIVE,
     INACTIVE,
     SLIDING,
+    box_gap,
+    box_violation,
+    finite_or,
+    kink_gap,
+    toward_kink,
+)
+from ._sliding_factor import (
     _apply,
     _branch,
     _gathered,
@@ -178,7 +185,7 @@ def _sliding_weights(r, frame):
                 ),
             )
         # still not finite (a sliding sample fitted exactly, r_i = 0): release the entry
-        return jnp.where(S, jnp.where(jnp.isfinite(sigma), sigma, -1.0), 0.0)
+        return jnp.where(S, finite_or(sigma, -1.0), 0.0)
 
     return jax.lax.cond(
         eqxi.unvmap_any(jnp.any(S)), solve, lambda: jnp.zeros_like(r, shape=S.shape)
@@ -249,9 +256,7 @@ def _distance(state, frame):
 
 
 def _distance_of(mode, pz, sigma):
-    return jnp.where(
-        mode == ACTIVE, pz, jnp.where(mode == INACTIVE, -pz, jnp.minimum(sigma, 1.0 - sigma))
-    )
+    return jnp.where(mode == SLIDING, box_gap(sigma), kink_gap(mode == ACTIVE, pz))
 
 
 def _event_condition(t, y, args, **kwargs):
@@ -309,7 +314,7 @@ def _consistent(e: _Event, now, c):
 
     def wrong():
         vel = _velocity(e.kappa, e.psi, now)
-        return e.candidates & (((mode == ACTIVE) & (vel < 0)) | ((mode == INACTIVE) & (vel > 0)))
+        return e.candidates & (mode != SLIDING) & toward_kink(mode == ACTIVE, vel)
 
     wrong = jax.lax.cond(go, wrong, lambda: jnp.zeros_like(e.candidates))
     return dict(
@@ -323,7 +328,7 @@ def _release(e: _Event, now, c):
     n = e.frame.y.shape[0]
     new = now.mode
     sigma = _sliding_weights(_residual(e.kappa, e.psi, now)[1], now)
-    violation = jnp.where(new == SLIDING, jnp.maximum(sigma - 1.0, -sigma), -jnp.inf)
+    violation = jnp.where(new == SLIDING, box_violation(sigma), -jnp.inf)
     worst = jnp.arange(n)[None, :] == jnp.argmax(violation, axis=1)[:, None]
     out = worst & (violation > 0) & c["live"]
     up = out & (sigma > 1.0)

@@ -17,7 +17,8 @@ from theory.numerics import default_controller, diffeqsolve
 
 from ._gd import _basis_loss as basis_loss, _input_loss as input_loss
 from ._illinois import _TimeIllinois
-from ._sliding_factor import ACTIVE, INACTIVE, SLIDING, _no_sliding
+from ._nonsmooth import ACTIVE, SLIDING, toward_kink
+from ._sliding_factor import _no_sliding
 from ._stepped import StepOptions, stepped_solve
 from ._two_layer_field import (
     _KINK_TOL,
@@ -154,7 +155,7 @@ def _new_pattern(s: _Setup, state, frame, initial, pending):
     # besides the entry that stopped the solve: entries on the wrong side, and entries
     # within a hair of the kink that move towards it (not those moving away from it)
     vel = -s.tau * g_z  # `_velocity`
-    towards = ((mode == ACTIVE) & (vel < 0)) | ((mode == INACTIVE) & (vel > 0))
+    towards = (mode != SLIDING) & toward_kink(mode == ACTIVE, vel)
     near = (dist <= _KINK_TOL * s.rtol) & (towards | (mode == SLIDING))
     candidates = jnp.where(initial, state[1][:, 1:] == 0, first | near | (dist < 0))
     candidates &= pending
