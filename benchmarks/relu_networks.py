@@ -57,13 +57,15 @@ from benchmarks._gd_reference import Reference, model_gd_curve
 from integrators import gradient_flow, neuron_units
 from theory import result_names
 
-# (depth, width, n, init, horizon, GD step eta)
+# (depth, width, n, init, horizon, GD step eta). The one-layer nets' eta is the one whose
+# reference confirms the held flow's accuracy: at eta = 0.01 their uncertainty was 3.3e-5 and
+# 9.0e-6 where the flow was 3e-6 off, at 0.005 and 0.0025 it is 4.7e-6 and 1.0e-6
 CASES = (
-    (1, 16, 64, 1e-3, 60.0, 0.01),
+    (1, 16, 64, 1e-3, 60.0, 0.005),
     (2, 12, 160, 0.1, 200.0, 0.005),
     (3, 16, 32, 0.3, 150.0, 0.005),
     (2, 32, 256, 0.3, 100.0, 0.005),
-    (1, 64, 256, 1e-3, 60.0, 0.01),
+    (1, 64, 256, 1e-3, 60.0, 0.0025),
 )
 QUICK = ((3, 16, 32, 0.3, 150.0, 0.01),)  # through its drop (t ~ 110-125)
 # --large: where networks learn, n = 1000 (held and steps: the plain solve spends its
