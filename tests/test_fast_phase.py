@@ -6,6 +6,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from theory import saddle_jumps
 
@@ -51,3 +52,17 @@ def test_fast_phase_window_empty_alone_and_in_a_mixed_vmapped_batch():
             np.testing.assert_array_equal(out[k][0], value)
     for k in (0, 1, 3, 4):
         np.testing.assert_array_equal(mixed[k][1], real[k][1])
+
+
+@pytest.mark.slow  # default-run budget: the main job's end-to-end test runs both phases
+def test_the_limits_fast_phases_beside_the_finite_alpha_windows_are_the_limits_alone():
+    # with `time_scale`, the limit's windows run in the finite-alpha windows' scan (one
+    # compiled solve, `_fast_phase._windows`): the same amplitudes as the limit alone
+    y, signs = jnp.ones(3), jnp.ones(2)
+    directions = jnp.array([[0.5, 0.5, -0.7], [-0.7, 0.5, 0.5]])
+    alone = saddle_jumps(y, signs, directions)
+    both = saddle_jumps(y, signs, directions, time_scale=30 * math.log(10.0))
+    assert alone.ok and both.ok and int(alone.stats["num_steps"]) > 0
+    np.testing.assert_allclose(both.final_amplitudes, alone.final_amplitudes, rtol=1e-12)
+    assert int(both.stats["num_steps"]) > int(alone.stats["num_steps"])  # + the windows
+    assert np.all(np.isfinite(both.curve_loss)) and np.all(np.diff(both.curve_ts) >= 0)

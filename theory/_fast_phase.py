@@ -30,14 +30,15 @@ neurons that have not fired beside it at zero size (they only carry kappa and ps
 change of residual), and fired neurons frozen (their samples stay fitted). The group's final
 sizes are its amplitudes; every other neuron's kappa is updated by the closed form above.
 
-**Finite alpha (`finite_alpha_curve`).** The same inner ODE with every neuron at its actual size
-e^(L_j), L_j(0) = -log(1/alpha): windows of fast time around each entry of a neuron into the
-nonlinear range (L > -S0), closed-form plateaus between them. For log(1/alpha) > S0 (the
-neurons start below e^-S0; `saddle_jumps` asks for >= 20) it is exact up to e^(-2 S0) terms
-and the ODE tolerance, it carries every O(1/log(1/alpha)) correction to Algorithm 1: the alignment
-phase (kappa / tau), the midpoint crossing of a logistic jump (n ln||y_S|| / (2 tau ||y_S||)
-for one neuron), and the sample sharing of near-tied neurons (their components on a shared
-sample decay only like e^(-tau G gap)). It returns the predicted loss curve.
+**Finite alpha (`_finite_phase`; `both_phases` runs it beside the limit's windows).** The same
+inner ODE with every neuron at its actual size e^(L_j), L_j(0) = -log(1/alpha): windows of fast
+time around each entry of a neuron into the nonlinear range (L > -S0), closed-form plateaus
+between them. For log(1/alpha) > S0 (the neurons start below e^-S0; `saddle_jumps` asks for >=
+20) it is exact up to e^(-2 S0) terms and the ODE tolerance, it carries every O(1/log(1/alpha))
+correction to Algorithm 1: the alignment phase (kappa / tau), the midpoint crossing of a
+logistic jump (n ln||y_S|| / (2 tau ||y_S||) for one neuron), and the sample sharing of
+near-tied neurons (their components on a shared sample decay only like e^(-tau G gap)). It
+returns the predicted loss curve.
 
 Paper: *Mildly Overparameterized ReLU Networks on Orthogonal Data: Incremental Learning and
 Implicit Bias* (NeurIPS 2026, arXiv:2605.27097).
@@ -47,6 +48,7 @@ import diffrax
 import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import rescaled
 from ._diffeqsolve import diffeqsolve
@@ -196,18 +198,17 @@ def _initial_rates(y, signs, psi0):
     return jnp.min(jnp.where(G0 > 0, G0, jnp.inf)), jnp.max(G0)
 
 
-def limit_amplitudes(y, signs, psi0, groups, fitted, real):
-    """Final amplitudes a_j (m,) of the alpha -> 0 flow, given Algorithm 1's groups (K, m),
-    fitted samples (K, n) and real jumps (K,); with (result, num_steps) of the windows.
-
-    Step 0 is the initial alignment (every neuron at zero size, from psi(0), until the
-    sign-mismatched components have reached the kink); step k the fast phase of jump k."""
+def _limit_phase(y, signs, psi0, groups, fitted, real, resolve=True):
+    """The windows of `limit_amplitudes` as a phase of `_windows`: (init, prepare, update,
+    length); where not `resolve` (a traced bool) every window is empty. Step 0 is the
+    initial alignment (every neuron at zero size, from psi(0), until the sign-mismatched
+    components have reached the kink); step k the fast phase of jump k."""
     m, n = psi0.shape
     dtype = psi0.dtype
     gmin, _ = _initial_rates(y, signs, psi0)
     s_align = 60.0 / jnp.where(jnp.isfinite(gmin), gmin, 1.0)
 
-    def step(carry, k):
+    def prepare(carry, k):
         kappa, psi, fired, done, amps, result, steps = carry
         align = k == 0
         j = jnp.maximum(k - 1, 0)
@@ -219,8 +220,15 @@ def limit_amplitudes(y, signs, psi0, groups, fitted, real):
         s0 = jnp.where(jumps, -S0 / jnp.where(lead > 0, lead, 1.0), 0.0)
         s1 = S1 / jnp.where(jnp.isfinite(slow) & (slow > 0), slow, 1.0)
         s1 = jnp.where(align, s_align, jnp.where(jumps, s1, s0))  # empty after the jumps
+        s1 = jnp.where(resolve, s1, s0)
         E0 = jnp.where(group, kappa + G * s0, -jnp.inf)
-        Dw, psiw, res, nst, _ = window(E0, psi, signs, y, ~fired, done, s0, s1)
+        return (E0, psi, ~fired, done, s0, s1), (align, j, jumps, group, G)
+
+    def update(carry, aux, inputs, out):
+        kappa, psi, fired, done, amps, result, steps = carry
+        align, j, jumps, group, G = aux
+        E0, _, _, _, s0, s1 = inputs
+        Dw, psiw, res, nst, _ = out
         now_done = done | (fitted[j] & jumps)
         Gn, ghatn, bn = growth(psiw, signs, y, jnp.where(now_done, 0.0, -y))
         others = ~fired & ~group & (jumps | align)
@@ -239,14 +247,12 @@ def limit_amplitudes(y, signs, psi0, groups, fitted, real):
         RESULTS.successful,
         jnp.zeros((), int),
     )
-    K = groups.shape[0]
-    (*_, amps, result, steps), _ = jax.lax.scan(step, init, jnp.arange(K + 1))
-    return amps, result, steps
+    return init, prepare, update, groups.shape[0] + 1
 
 
-def finite_alpha_curve(y, signs, psi0, tau, t_end):
-    """The predicted loss curve (ts, loss) at log(1/alpha) = tau up to time `t_end`, the final
-    cost sum_j e^(2 L_j), and (result, num_steps) of the windows. Step 0 is the initial
+def _finite_phase(y, signs, psi0, tau, t_end):
+    """The windows of `finite_alpha_curve` as a phase of `_windows`: (init, prepare, update,
+    length); each step saves the window's loss at `POINTS` times. Step 0 is the initial
     alignment (no plateau before it)."""
     m, n = psi0.shape
     dtype = psi0.dtype
@@ -256,11 +262,10 @@ def finite_alpha_curve(y, signs, psi0, tau, t_end):
         60.0 / jnp.where(jnp.isfinite(gmin), gmin, 1.0),
         jnp.maximum(tau - S0, 0.0) / jnp.where(gmax > 0, gmax, 1.0),
     )
-    grid = jnp.linspace(0.0, 1.0, POINTS, dtype=dtype)
     eps = 1e-9 * jnp.max(jnp.abs(y)) / n
     everyone, nothing = jnp.ones((m,), bool), jnp.zeros((n,), bool)
 
-    def step(carry, i):
+    def prepare(carry, i):
         t, L, psi, stopped, result, steps = carry
         first = i == 0
         r = _residual(L, 0.0, psi, signs, y, everyone, nothing)
@@ -286,12 +291,17 @@ def finite_alpha_curve(y, signs, psi0, tau, t_end):
         width = jnp.where(jnp.any(entering), finish, (S1 - L[lead]) / Gs[lead])
         width = jnp.where(first, s_align, width)
         width = jnp.where(go, jnp.clip(width, 0.0, (t_end - t) * tau), 0.0)
-        Dw, psiw, res, nst, lw = window(
-            L, psi, signs, y, everyone, nothing, 0.0, width, save_ts=grid * width
-        )
+        zero = jnp.zeros((), dtype)
+        return (L, psi, everyone, nothing, zero, width), (t, go)
+
+    def update(carry, aux, inputs, out):
+        _, _, _, stopped, result, steps = carry
+        t, go = aux
+        L, psi, _, _, _, width = inputs
+        Dw, psiw, res, nst, lw = out
         L = jnp.where(go, L + Dw, L)
         psi = jnp.where(go, psiw, psi)
-        tw = t + grid * width / tau
+        tw = t + _grid(dtype) * width / tau
         result = RESULTS.where(result == RESULTS.successful, res, result)
         return (t + width / tau, L, psi, stopped | ~go, result, steps + nst), (tw, lw)
 
@@ -303,5 +313,81 @@ def finite_alpha_curve(y, signs, psi0, tau, t_end):
         RESULTS.successful,
         jnp.zeros((), int),
     )
-    (_, L, _, _, result, steps), (tws, lws) = jax.lax.scan(step, init, jnp.arange(2 * K + 3))
-    return tws.ravel(), lws.ravel(), jnp.sum(jnp.exp(2.0 * L)), result, steps
+    return init, prepare, update, 2 * K + 3
+
+
+def _grid(dtype):
+    """A window's `POINTS` saved times, in units of its span."""
+    return jnp.linspace(0.0, 1.0, POINTS, dtype=dtype)
+
+
+def _windows(phases, y, signs, save=True):
+    """Run `phases` ((init, prepare, update, length) each: `prepare(carry, i)` gives the
+    window's inputs (E0, psi, active, fitted, s0, s1) and what `update(carry, aux, inputs,
+    window's outputs)` needs besides) one after the other in one `lax.scan`, through one call
+    of `window`: its diffrax solve, most of what the prediction compiles, compiled once however
+    many phases there are (the limit's and the finite-alpha windows were two copies of it, 3.3
+    and 4.75 s of XLA compile). Every step evaluates every phase's `prepare` and `update` (a
+    few elementwise passes) and keeps its own phase's. Returns each phase's final carry and the
+    outputs of its updates (leading axis its length). Without `save` the windows save no loss
+    (their saved-loss output is None)."""
+    bounds = np.cumsum([0] + [phase[3] for phase in phases])
+
+    def step(carries, i):
+        prepared = [
+            prepare(carry, jnp.clip(i - lo, 0, length - 1))
+            for carry, (_, prepare, _, length), lo in zip(carries, phases, bounds, strict=False)
+        ]
+        index = jnp.searchsorted(jnp.asarray(bounds[1:]), i, side="right")
+        inputs = prepared[-1][0]
+        for k in range(len(phases) - 2, -1, -1):  # phase k's inputs at its steps (dtypes kept)
+            inputs = jax.tree_util.tree_map(
+                lambda a, b, mine=index == k: jnp.where(mine, a, b), prepared[k][0], inputs
+            )
+        E0, psi, active, fitted, s0, s1 = inputs
+        # (s0 + (s1 - s0) can round past s1; the finite-alpha windows start at s0 = 0)
+        save_ts = jnp.minimum(s0 + _grid(s0.dtype) * (s1 - s0), s1) if save else None
+        out = window(E0, psi, signs, y, active, fitted, s0, s1, save_ts=save_ts)
+        new, ys = [], []
+        for k, (carry, (_, _, update, _), (own, aux)) in enumerate(
+            zip(carries, phases, prepared, strict=True)
+        ):
+            updated, y_k = update(carry, aux, own, out)
+            new.append(
+                jax.tree_util.tree_map(
+                    lambda a, b, mine=index == k: jnp.where(mine, a, b), updated, carry
+                )
+            )
+            ys.append(y_k)
+        return tuple(new), tuple(ys)
+
+    carries, ys = jax.lax.scan(step, tuple(p[0] for p in phases), jnp.arange(bounds[-1]))
+    outputs = [
+        None if y_k is None else jax.tree_util.tree_map(lambda x, lo=lo, hi=hi: x[lo:hi], y_k)
+        for y_k, lo, hi in zip(ys, bounds[:-1], bounds[1:], strict=True)
+    ]
+    return carries, outputs
+
+
+def limit_amplitudes(y, signs, psi0, groups, fitted, real):
+    """Final amplitudes a_j (m,) of the alpha -> 0 flow, given Algorithm 1's groups (K, m),
+    fitted samples (K, n) and real jumps (K,); with (result, num_steps) of the windows
+    (`_limit_phase`)."""
+    phase = _limit_phase(y, signs, psi0, groups, fitted, real)
+    (carry,), _ = _windows([phase], y, signs, save=False)
+    *_, amps, result, steps = carry
+    return amps, result, steps
+
+
+def both_phases(y, signs, psi0, groups, fitted, real, resolve, tau, t_end):
+    """`limit_amplitudes` (every window empty where not `resolve`) and the finite-alpha
+    prediction at log(1/alpha) = `tau` up to time `t_end` (`_finite_phase`), their windows in
+    one scan through one compiled solve (`_windows`): ((amplitudes, result, num_steps), (ts,
+    loss, the final cost sum_j e^(2 L_j), result, num_steps))."""
+    limit = _limit_phase(y, signs, psi0, groups, fitted, real, resolve)
+    finite = _finite_phase(y, signs, psi0, tau, t_end)
+    (lim, fin), (_, (tws, lws)) = _windows([limit, finite], y, signs)
+    *_, amps, result, steps = lim
+    _, L, _, _, fin_result, fin_steps = fin
+    curve = (tws.ravel(), lws.ravel(), jnp.sum(jnp.exp(2.0 * L)), fin_result, fin_steps)
+    return (amps, result, steps), curve

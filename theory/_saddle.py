@@ -139,9 +139,8 @@ def saddle_jumps(
     concrete = all(is_concrete(x) for x in (y, signs, directions))
     # the fast phases matter only where a group's supports overlap; skip them when none does
     resolve = not concrete or bool(np.any(np.asarray(base["overlap"])))
-    pred = _limit(y / scale, signs, directions, base, resolve)
     if time_scale is None:
-        return _unscale(pred, scale)
+        return _unscale(_limit(y / scale, signs, directions, base, resolve), scale)
     tau = check_time_scale(time_scale, y.dtype)
     tau = check_value(
         tau,
@@ -160,7 +159,7 @@ def saddle_jumps(
         f"{_MIN_TIME_SCALE:g} for the finite-alpha prediction (at larger alpha simulate the "
         "flow itself, `integrators.orthogonal_flow`)",
     )
-    pred = _finite_alpha(pred, y / scale, signs, directions, tau_s)
+    pred = _limit_and_finite_alpha(y / scale, signs, directions, base, resolve, tau_s)
     return _unscale(pred, scale, tau_s / tau, tau)
 
 
@@ -262,18 +261,44 @@ def _algorithm1(y, signs, directions) -> dict:
 @functools.partial(jax.jit, static_argnums=4)
 def _limit(y, signs, directions, base, resolve) -> SaddleJumpsSolution:
     m, n = directions.shape
-    group, real = base["group"], jnp.isfinite(base["times"])
-    lone = jnp.sum(base["lone"], axis=0)  # each neuron fires at most once
-    steps = jnp.zeros((), int)
-    result = RESULTS.successful
+    fast = None
     if resolve:
         # traced inputs: the fast phases still run only where a group's supports overlap (a
         # `cond`; under `vmap` it becomes a select, and both branches run)
-        shared, result, steps = jax.lax.cond(
+        real = jnp.isfinite(base["times"])
+        fast = jax.lax.cond(
             jnp.any(base["overlap"]),
-            lambda: _fast_phase.limit_amplitudes(y, signs, directions, group, base["fitted"], real),
+            lambda: _fast_phase.limit_amplitudes(
+                y, signs, directions, base["group"], base["fitted"], real
+            ),
             lambda: (jnp.zeros((m,), y.dtype), RESULTS.successful, jnp.zeros((), int)),
         )
+    return _limit_solution(y, base, fast)
+
+
+@functools.partial(jax.jit, static_argnums=4)
+def _limit_and_finite_alpha(y, signs, directions, base, resolve, tau) -> SaddleJumpsSolution:
+    """`_limit` then `_finite_alpha`, the limit's fast phases and the finite-alpha windows in
+    one scan (`_fast_phase.both_phases`): one compiled copy of their diffrax solve."""
+    t_end = _limit_solution(y, base, None).horizon(2.0)  # the jump times: no fast phase
+    real = jnp.isfinite(base["times"])
+    run = jnp.any(base["overlap"]) if resolve else jnp.asarray(False)
+    fast, curve = _fast_phase.both_phases(
+        y, signs, directions, base["group"], base["fitted"], real, run, tau, t_end
+    )
+    return _with_curve(_limit_solution(y, base, fast if resolve else None), curve, tau)
+
+
+def _limit_solution(y, base, fast) -> SaddleJumpsSolution:
+    """The alpha -> 0 prediction from Algorithm 1's `base`, with the fast phases' (amplitudes,
+    result, num_steps) where the groups' supports overlap (`fast`; None: not resolved)."""
+    group, real = base["group"], jnp.isfinite(base["times"])
+    m = group.shape[1]
+    lone = jnp.sum(base["lone"], axis=0)  # each neuron fires at most once
+    steps = jnp.zeros((), int)
+    result = RESULTS.successful
+    if fast is not None:
+        shared, result, steps = fast
         in_overlap = jnp.any(group & base["overlap"][:, None], axis=0)
         final = jnp.where(in_overlap, shared, lone)
         # a group on one common support: its cost sum_j a_j^2 is ||y_S|| exactly; the fast
@@ -315,11 +340,10 @@ def _limit(y, signs, directions, base, resolve) -> SaddleJumpsSolution:
     )
 
 
-@jax.jit
-def _finite_alpha(pred: SaddleJumpsSolution, y, signs, directions, tau) -> SaddleJumpsSolution:
-    ts, loss, cost, result, steps = _fast_phase.finite_alpha_curve(
-        y, signs, directions, tau, pred.horizon(2.0)
-    )
+def _with_curve(pred: SaddleJumpsSolution, curve, tau) -> SaddleJumpsSolution:
+    """`pred` with the finite-alpha prediction from its curve (ts, loss, cost, result,
+    num_steps) at log(1/alpha) = `tau`."""
+    ts, loss, cost, result, steps = curve
     real = jnp.isfinite(pred.times)
     times = jnp.where(real, _crossings(ts, loss, pred.initial_plateau, pred.plateaus), jnp.inf)
     result = RESULTS.where(pred.ok, result, pred.result)
