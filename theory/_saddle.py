@@ -278,8 +278,9 @@ def _limit(y, signs, directions, base, resolve) -> SaddleJumpsSolution:
 
 @functools.partial(jax.jit, static_argnums=4)
 def _limit_and_finite_alpha(y, signs, directions, base, resolve, tau) -> SaddleJumpsSolution:
-    """`_limit` then `_finite_alpha`, the limit's fast phases and the finite-alpha windows in
-    one scan (`_fast_phase.both_phases`): one compiled copy of their diffrax solve."""
+    """The prediction in the limit (`_limit`) and at log(1/alpha) = `tau`: the limit's fast
+    phases and the finite-alpha windows in one scan (`_fast_phase.both_phases`), one compiled
+    copy of their diffrax solve."""
     t_end = _limit_solution(y, base, None).horizon(2.0)  # the jump times: no fast phase
     real = jnp.isfinite(base["times"])
     run = jnp.any(base["overlap"]) if resolve else jnp.asarray(False)
