@@ -398,7 +398,7 @@ def _classify(state, frame, candidates):
     moved = candidates | released
     speed = frame.tau * jnp.maximum(jnp.abs(d_minus), jnp.abs(d_plus))
     gap = jnp.where(speed < frame.slow, frame.slow, _NUDGE)
-    side = jnp.where(mode == ACTIVE, gap, jnp.where(mode == INACTIVE, -gap, 0.0))
+    side = jnp.where(mode == SLIDING, 0.0, kink_gap(mode == ACTIVE, gap))
     psi = psi.at[:, 1:].set(jnp.where(moved, side, psi[:, 1:]))
     return (kappa, psi), mode, jnp.sum(entered), now.factor
 

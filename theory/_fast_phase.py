@@ -220,7 +220,9 @@ def _limit_phase(y, signs, psi0, groups, fitted, real, resolve=True):
         s0 = jnp.where(jumps, -S0 / jnp.where(lead > 0, lead, 1.0), 0.0)
         s1 = S1 / jnp.where(jnp.isfinite(slow) & (slow > 0), slow, 1.0)
         s1 = jnp.where(align, s_align, jnp.where(jumps, s1, s0))  # empty after the jumps
-        s1 = jnp.where(resolve, s1, s0)
+        # not resolved: every window empty at 0 (an empty member of a mixed vmapped batch is
+        # solved on [s0, s0 + _EMPTY], which rounds back to s0 where |s0| > 1e4: `window`)
+        s0, s1 = jnp.where(resolve, s0, 0.0), jnp.where(resolve, s1, 0.0)
         E0 = jnp.where(group, kappa + G * s0, -jnp.inf)
         return (E0, psi, ~fired, done, s0, s1), (align, j, jumps, group, G)
 
@@ -251,9 +253,9 @@ def _limit_phase(y, signs, psi0, groups, fitted, real, resolve=True):
 
 
 def _finite_phase(y, signs, psi0, tau, t_end):
-    """The windows of `finite_alpha_curve` as a phase of `_windows`: (init, prepare, update,
-    length); each step saves the window's loss at `POINTS` times. Step 0 is the initial
-    alignment (no plateau before it)."""
+    """The finite-alpha windows (the predicted curve up to `t_end`) as a phase of `_windows`:
+    (init, prepare, update, length); each step saves the window's loss at `POINTS` times.
+    Step 0 is the initial alignment (no plateau before it)."""
     m, n = psi0.shape
     dtype = psi0.dtype
     K = min(m, n)
@@ -321,6 +323,11 @@ def _grid(dtype):
     return jnp.linspace(0.0, 1.0, POINTS, dtype=dtype)
 
 
+def _select(pred, a, b):
+    """The pytree `a` where `pred`, else `b`, leaf by leaf."""
+    return jax.tree_util.tree_map(lambda x, z: jnp.where(pred, x, z), a, b)
+
+
 def _windows(phases, y, signs, save=True):
     """Run `phases` ((init, prepare, update, length) each: `prepare(carry, i)` gives the
     window's inputs (E0, psi, active, fitted, s0, s1) and what `update(carry, aux, inputs,
@@ -341,9 +348,7 @@ def _windows(phases, y, signs, save=True):
         index = jnp.searchsorted(jnp.asarray(bounds[1:]), i, side="right")
         inputs = prepared[-1][0]
         for k in range(len(phases) - 2, -1, -1):  # phase k's inputs at its steps (dtypes kept)
-            inputs = jax.tree_util.tree_map(
-                lambda a, b, mine=index == k: jnp.where(mine, a, b), prepared[k][0], inputs
-            )
+            inputs = _select(index == k, prepared[k][0], inputs)
         E0, psi, active, fitted, s0, s1 = inputs
         # (s0 + (s1 - s0) can round past s1; the finite-alpha windows start at s0 = 0)
         save_ts = jnp.minimum(s0 + _grid(s0.dtype) * (s1 - s0), s1) if save else None
@@ -353,11 +358,7 @@ def _windows(phases, y, signs, save=True):
             zip(carries, phases, prepared, strict=True)
         ):
             updated, y_k = update(carry, aux, own, out)
-            new.append(
-                jax.tree_util.tree_map(
-                    lambda a, b, mine=index == k: jnp.where(mine, a, b), updated, carry
-                )
-            )
+            new.append(_select(index == k, updated, carry))
             ys.append(y_k)
         return tuple(new), tuple(ys)
 

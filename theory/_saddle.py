@@ -106,11 +106,11 @@ def saddle_jumps(
     tau_s / tau), so that neither y^2 nor the fast phases overflow at |y| ~ 1e200.
 
     **Returns:** a `SaddleJumpsSolution`, padded to K = min(m, n) jumps. Jit-compiled; `jax.vmap`
-    over a leading seed axis for batches (vmapped, each of the finite-alpha prediction's
-    2K + 3 window solves runs until the slowest seed's is done: on a CPU, `jax.lax.map` is
-    about twice as fast). Bad shapes or signs raise `ValueError` (under an outer `jit`, bad
-    signs raise through `eqx.error_if`). A failed fast-phase solve shows in `result` (`ok` is
-    False).
+    over a leading seed axis for batches (vmapped, each of the prediction's window solves, K + 1
+    of the limit's fast phases and 2K + 3 at finite alpha, runs until the slowest seed's is
+    done: on a CPU, `jax.lax.map` is about twice as fast). Bad shapes or signs raise
+    `ValueError` (under an outer `jit`, bad signs raise through `eqx.error_if`). A failed
+    fast-phase solve shows in `result` (`ok` is False).
 
     One neuron, one sample: D = 1, so t_1 = 1, a = 1 and the cost is 1.
 
