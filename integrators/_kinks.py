@@ -8,6 +8,8 @@ switches branch:
 
 - `max(x, y)` and `min(x, y)` (`jax.nn.relu`, `jnp.maximum(x, 0)`, `jnp.clip`, relu6): held
   out = where(p, x, y), with p = (x > y) (resp. x < y) at the step's start;
+- `jnp.max` / `jnp.min` over axes (`reduce_max`, `reduce_min`: max-pooling): a tree of the
+  pairwise max / min above, one site per level (`_Run._reduce`);
 - `abs(x)`: held out = where(p, x, -x), p = (x >= 0);
 - a float comparison `gt`, `ge`, `lt`, `le` (`jax.nn.leaky_relu`, `jnp.where(x > 0, ...)`):
   its boolean is held; where it selects between two branches (`select_n`) or becomes a float
@@ -33,6 +35,7 @@ import jax.numpy as jnp
 
 _COMPARE = {"gt": 1, "ge": 1, "lt": -1, "le": -1}  # z = sign * (x - y)
 _MINMAX = {"max": 1, "min": -1}
+_REDUCE = {"reduce_max": "max", "reduce_min": "min"}  # held as trees of pairwise max / min
 _CALL = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr"}
 _CUSTOM = {"custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr"}
 # custom-derivative functions whose rule is the derivative of their held branches (relu's
@@ -74,7 +77,8 @@ def _tag(site_of, v):
 def _has_site(jaxpr) -> bool:
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
-        if (name in _MINMAX or name == "abs" or name in _COMPARE) and _float(eqn.invars[0]):
+        kinked = name in _MINMAX or name in _REDUCE or name == "abs" or name in _COMPARE
+        if kinked and _float(eqn.invars[0]):
             return True
         key = _CALL.get(name)
         if _inlined(name, eqn.params):
@@ -101,6 +105,29 @@ class _Run:
         self.switches.append(z)
         weight = None if self.weights is None else self.weights[index]
         return pattern, weight, index
+
+    def _pair(self, sign, x, y):
+        """max(x, y) (sign 1) or min(x, y) (sign -1) as a site: z = sign (x - y)."""
+        z = sign * (x - y)
+        pattern, weight, _ = self._site(z > 0, z)
+        out = jnp.where(pattern, x, y)
+        if weight is not None:
+            out = _blend(out, weight, jnp.where(pattern, y, x))
+        return out
+
+    def _reduce(self, sign, x, axes, shape):
+        """A max / min over `axes` (max-pooling, `jnp.max`) as a tree of pairwise ones: the
+        reduced axes flattened to one of length L, its halves compared entry by entry, one site
+        per level (ceil(log2 L) sites, L - 1 entries per output). The same value, each argmax
+        change a kink of one site entry, held and slid like any other."""
+        keep = [a for a in range(x.ndim) if a not in axes]
+        x = jnp.transpose(x, tuple(axes) + tuple(keep))
+        x = x.reshape((-1,) + tuple(x.shape[len(axes) :]))
+        while x.shape[0] > 1:
+            half = x.shape[0] // 2
+            paired = self._pair(sign, x[:half], x[half : 2 * half])
+            x = jnp.concatenate([paired, x[2 * half :]]) if x.shape[0] % 2 else paired
+        return x[0].reshape(shape)
 
     def eval(self, jaxpr, consts, args, tags=None):
         env, site_of = {}, {}
@@ -131,12 +158,9 @@ class _Run:
         shape = eqn.outvars[0].aval.shape
         if name in _MINMAX and _float(eqn.outvars[0]):
             x, y = (jnp.broadcast_to(v, shape) for v in invals)
-            z = _MINMAX[name] * (x - y)
-            pattern, weight, _ = self._site(z > 0, z)
-            out = jnp.where(pattern, x, y)
-            if weight is not None:
-                out = _blend(out, weight, jnp.where(pattern, y, x))
-            return [out], None
+            return [self._pair(_MINMAX[name], x, y)], None
+        if name in _REDUCE and _float(eqn.outvars[0]):
+            return [self._reduce(_MINMAX[_REDUCE[name]], invals[0], params["axes"], shape)], None
         if name == "abs" and _float(eqn.outvars[0]):
             (x,) = invals
             pattern, weight, _ = self._site(x >= 0, x)
