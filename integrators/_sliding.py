@@ -152,17 +152,25 @@ class KinkFlow(eqx.Module):
 
         return residual
 
+    def _slot_sides(self, held):
+        """The held side of each slot's entry (True: the branch taken where z > 0)."""
+        return self._flat(held.pattern)[jnp.maximum(held.slots, 0)]
+
+    def _side_bound(self, held, z):
+        """Per slot, the bound on the side the entry's switching variable `z` is on: 1 where
+        that is its other branch's side, else 0 (where a repelled entry leaves to)."""
+        on_other = (self._flat(z)[jnp.maximum(held.slots, 0)] > 0) != self._slot_sides(held)
+        return on_other.astype(held.lam.dtype)
+
     def _solve(self, p, held, guess):
         """lambda*, M and the pins at the step's start: the Jacobian at `guess`, the box
         problem on its linear model (`SlidingSystem.box`), then chord steps on the full
         residual."""
         valid = held.slots >= 0
         held = eqx.tree_at(lambda h: (h.pinned, h.bound), held, (~valid, jnp.zeros_like(guess)))
-        index = jnp.maximum(held.slots, 0)
-        side = self._flat(held.pattern)[index]
-        sign = jnp.where(side, 1.0, -1.0).astype(guess.dtype)
+        sign = jnp.where(self._slot_sides(held), 1.0, -1.0).astype(guess.dtype)
         # a repelled entry leaves to the side its pre-activation is on (`SlidingSystem.box`)
-        prefer = ((self._flat(held.z)[index] > 0) != side).astype(guess.dtype)
+        prefer = self._side_bound(held, held.z).astype(guess.dtype)
         r, jac = self.system.jacobian(self._residual(p, held), guess, held.count)
         lam, pinned, bound, inverse = self.system.box(jac, r, guess, sign, held.count, prefer)
         held = eqx.tree_at(lambda h: (h.pinned, h.bound, h.inverse), held, (pinned, bound, inverse))
@@ -178,7 +186,7 @@ class KinkFlow(eqx.Module):
         sliding system's Jacobian at (p, `lam`) (one Jacobian-vector product of the
         residual) and s the sliding slots' signs; 1 where M inverts J, negative where entry
         k's kink has turned repelling since M was formed (`SlidingSystem.box`)."""
-        side = self._flat(held.pattern)[jnp.maximum(held.slots, 0)]
+        side = self._slot_sides(held)
         sliding = (held.slots >= 0) & ~held.pinned
         s = jnp.where(sliding, jnp.where(side, 1.0, -1.0), 0.0).astype(lam.dtype)
         _, jv = jax.jvp(self._residual(p, held), (lam,), (s,))
@@ -380,11 +388,9 @@ class KinkFlow(eqx.Module):
         def area():
             lam = held.lam  # the step start's: J is multi-affine in lambda, nearly the same
             w, sliding = self._inversion(self.to_params(y1), held, lam)
-            index = jnp.maximum(held.slots, 0)
-            side = self._flat(held.pattern)[index]
             turned = sliding & (w < 0)
             delta = jnp.where(turned, -w / jnp.where(turned, 1.0 - w, 1.0), 0.0)
-            bound = ((self._flat(z1)[index] > 0) != side).astype(lam.dtype)
+            bound = self._side_bound(held, z1).astype(lam.dtype)
             return jnp.where(turned, h * delta * (bound - lam), 0.0)
 
         return jax.lax.cond(held.count > 0, area, lambda: jnp.zeros_like(held.lam))
