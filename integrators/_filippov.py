@@ -21,7 +21,8 @@ steps.
   and
   M = (A^T A + eps^2 I)^(-1) A^T of the final system A (J, the pinned rows the identity's;
   eps = `REGULARIZATION` max |J|: where more entries of one neuron slide than its inputs
-  span, J is singular, lambda is not unique but the field is);
+  span, or two sliding relus tie in a max-pool, J is singular, lambda is not unique but the
+  field is), by QR of [A; eps I] (`ridge_solve`), not the normal equations;
 - `chord`: M r, the chord step every field evaluation takes from the step's lambda*.
 
 Each is done on the smallest of `BUCKETS` that holds the occupied slots (`jax.lax.switch`:
@@ -32,10 +33,46 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from theory.numerics import lu_solve
-
 from ._capacity import CHUNK
 from ._nonsmooth import box_violation, smallest_holding
+
+
+def ridge_solve(A, eps, B):
+    """(A^T A + eps^2 I)^(-1) A^T B, the Tikhonov least-squares solution of A X = B, by
+    Householder QR of the stacked [A; eps I] in plain XLA operations (the loops of
+    `theory.numerics.lu_solve`, for the reasons given there): its condition is that of A,
+    at most max|A| / eps, where the normal equations' is its square. With eps = 1e-10 max|A|
+    that square, 1e20, is past float64's 1e16: A^T A + eps^2 I rounds to A^T A, singular
+    where two sliding entries' rows are dependent (a pool's tie between two sliding relus),
+    and its LU gave lambda of 1e19. Here eps takes effect and the solution stays within
+    max|B| / (2 eps).
+
+    >>> A = jnp.array([[1.0, 1.0], [1.0, 1.0]])  # rank one: the least-norm solution
+    >>> [round(v, 6) for v in ridge_solve(A, 1e-10, jnp.array([2.0, 2.0])).tolist()]
+    [1.0, 1.0]
+    """
+    b = A.shape[0]
+    vector = B.ndim == 1
+    B = B[:, None] if vector else B
+    eye = jnp.eye(b, dtype=A.dtype)
+    S = jnp.concatenate(
+        [jnp.concatenate([A, B], 1), jnp.concatenate([eps * eye, jnp.zeros_like(B)], 1)], 0
+    )
+    rows = jnp.arange(2 * b)
+
+    def reflect(k, S):
+        x = jnp.where(rows >= k, jax.lax.dynamic_index_in_dim(S, k, 1, keepdims=False), 0.0)
+        head = x[k]
+        alpha = -jnp.where(head >= 0, 1.0, -1.0) * jnp.sqrt(jnp.sum(x * x))
+        v = x.at[k].add(-alpha)
+        norm2 = jnp.sum(v * v)
+        beta = jnp.where(norm2 > 0, 2.0 / jnp.where(norm2 > 0, norm2, 1.0), 0.0)
+        return S - jnp.outer(beta * v, v @ S)
+
+    S = jax.lax.fori_loop(0, b, reflect, S)
+    X = jax.lax.linalg.triangular_solve(S[:b, :b], S[:b, b:], left_side=True, lower=False)
+    return X[:, 0] if vector else X
+
 
 BOX_ITERATIONS = 8  # active-set iterations of the box problem, at most
 BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048)  # sizes the system is factored on
@@ -106,18 +143,17 @@ class SlidingSystem(eqx.Module):
             eye = jnp.eye(b, dtype=jac.dtype)
             valid = jnp.arange(b) < count
             eps = REGULARIZATION * jnp.max(jnp.abs(jnp.where(valid[:, None], block, 0.0)))
+            eps = jnp.maximum(eps, jnp.finfo(jac.dtype).tiny)  # a zero block: M = 0
 
             def system(pinned):
-                matrix = jnp.where(pinned[:, None], eye, block)
-                return matrix.T @ matrix + eps * eps * eye, matrix.T
+                return jnp.where(pinned[:, None], eye, block)
 
             def rhs(pinned, bound):
                 return jnp.where(pinned, bound, block @ g - r0)
 
             def iterate(state):
                 i, pinned, bound, _ = state
-                normal, transposed = system(pinned)
-                lam = lu_solve(normal, transposed @ rhs(pinned, bound), unroll=False)
+                lam = ridge_solve(system(pinned), eps, rhs(pinned, bound))
                 push = s * (r0 + block @ (lam - g))  # towards the held side where > 0
                 pin = ~pinned & (box_violation(lam) > 0)
                 release = pinned & valid & jnp.where(bound > 0, push > 0, push < 0)
@@ -130,8 +166,7 @@ class SlidingSystem(eqx.Module):
             def pins(pinned, bound):
                 state = (0, pinned, bound, jnp.asarray(True))
                 _, pinned, bound, _ = jax.lax.while_loop(going, iterate, state)
-                normal, transposed = system(pinned)
-                return pinned, bound, lu_solve(normal, transposed, unroll=False)
+                return pinned, bound, ridge_solve(system(pinned), eps, eye)
 
             pinned, bound, inverse = pins(~valid, jnp.zeros(b, jac.dtype))
             diagonal = s * jnp.diagonal(inverse)

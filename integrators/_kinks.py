@@ -15,7 +15,12 @@ switches branch:
   its boolean is held; where it selects between two branches (`select_n`) or becomes a float
   (`convert_element_type`), that use is the site's kink.
 
-Each site has a *switching variable* z (x - y, or x) whose sign is its pattern p. Why a jaxpr
+Each site has a *switching variable* z (x - y, or x) whose sign is its pattern p. Where a max /
+min site's branches tie exactly (two pooled relus both clamped at 0), z = 0 says nothing, and
+the recorded pattern follows their *shadows*: what their own max / min sites clamp (a relu's
+pre-activation; a constant never wins), carried through reshapes, slices and the reduction
+tree. So a pool takes the entry nearest to becoming its maximum: where that entry is a relu
+sliding on its kink (h = -1e-13), the pool passes its blend, as gradient descent does. Why a jaxpr
 interpreter rather than an activation wrapper: the models researchers bring are written with
 `jax.nn.relu`, `jnp.abs` and `jnp.where`, and `eqx.nn.MLP` takes any activation; rewriting
 the traced loss finds every such site without asking the model to change. Sites inside
@@ -36,12 +41,19 @@ import jax.numpy as jnp
 _COMPARE = {"gt": 1, "ge": 1, "lt": -1, "le": -1}  # z = sign * (x - y)
 _MINMAX = {"max": 1, "min": -1}
 _REDUCE = {"reduce_max": "max", "reduce_min": "min"}  # held as trees of pairwise max / min
+# primitives that only move, copy or reshape entries: a shadow (`_Run._pair`) follows them
+_STRUCTURAL = {
+    "reshape", "transpose", "squeeze", "expand_dims", "broadcast_in_dim", "slice", "rev",
+    "dynamic_slice", "concatenate", "pad", "copy", "copy_p", "gather", "select_n",
+    "convert_element_type", "reduce_precision",
+}  # fmt: skip
 _CALL = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr"}
 _CUSTOM = {"custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr"}
 # custom-derivative functions whose rule is the derivative of their held branches (relu's
-# relu'(0) = 0): inlined. Any other custom rule is kept, its call bound as it is (a site
-# inside it is then not held: interpreting its primal would drop a surrogate gradient).
-_INLINED_CUSTOM = {"relu"}
+# relu'(0) = 0, relu6's 0 at 0 and 6): inlined. Any other custom rule is kept, its call bound
+# as it is (a site inside it is then not held: interpreting its primal would drop a surrogate
+# gradient).
+_INLINED_CUSTOM = {"relu", "relu6"}
 
 
 def _inlined(name, params) -> bool:
@@ -54,6 +66,28 @@ def _inlined(name, params) -> bool:
 
 def _float(var) -> bool:
     return jnp.issubdtype(var.aval.dtype, jnp.floating)
+
+
+def _choose(sign, x, y):
+    return jnp.maximum(x, y) if sign > 0 else jnp.minimum(x, y)
+
+
+class _Shadow:
+    """What a recorded value's max / min sites know of it for breaking exact ties: its
+    `shadow` (None: none), and whether it `varies` with the function's arguments (a literal
+    or a constant does not)."""
+
+    def __init__(self, shadow, varies):
+        self.shadow, self.varies = shadow, varies
+
+    def of(self, value, sign):
+        """The shadow a max (sign 1) / min (sign -1) site compares: the value's own where it
+        has none, and -sign inf for a constant (the clamp of a relu: never chosen at a tie)."""
+        if self.shadow is not None:
+            return self.shadow
+        if not self.varies:
+            return jnp.full(jnp.shape(value), -sign * jnp.inf, jnp.result_type(value))
+        return value
 
 
 def _blend(out, weight, other):
@@ -106,34 +140,54 @@ class _Run:
         weight = None if self.weights is None else self.weights[index]
         return pattern, weight, index
 
-    def _pair(self, sign, x, y):
-        """max(x, y) (sign 1) or min(x, y) (sign -1) as a site: z = sign (x - y)."""
+    def _pair(self, sign, x, y, ties=None):
+        """max(x, y) (sign 1) or min(x, y) (sign -1) as a site: z = sign (x - y). Where x = y
+        exactly, `ties` (their shadows, `_shadow`) decides the branch (recording only)."""
         z = sign * (x - y)
-        pattern, weight, _ = self._site(z > 0, z)
+        taken = z > 0
+        if ties is not None:
+            known = jnp.isfinite(ties[0]) & jnp.isfinite(ties[1])
+            taken = taken | ((z == 0) & known & (sign * (ties[0] - ties[1]) > 0))
+        pattern, weight, _ = self._site(taken, z)
         out = jnp.where(pattern, x, y)
         if weight is not None:
             out = _blend(out, weight, jnp.where(pattern, y, x))
         return out
 
-    def _reduce(self, sign, x, axes, shape):
+    def _reduce(self, sign, x, axes, shape, shadow=None):
         """A max / min over `axes` (max-pooling, `jnp.max`) as a tree of pairwise ones: the
         reduced axes flattened to one of length L, its halves compared entry by entry, one site
         per level (ceil(log2 L) sites, L - 1 entries per output). The same value, each argmax
-        change a kink of one site entry, held and slid like any other."""
+        change a kink of one site entry, held and slid like any other. Returns the value and
+        (where `shadow`, x's, is given) its shadow."""
         keep = [a for a in range(x.ndim) if a not in axes]
-        x = jnp.transpose(x, tuple(axes) + tuple(keep))
-        x = x.reshape((-1,) + tuple(x.shape[len(axes) :]))
+
+        def flat(v):
+            v = jnp.transpose(v, tuple(axes) + tuple(keep))
+            return v.reshape((-1,) + tuple(v.shape[len(axes) :]))
+
+        x = flat(x)
+        s = None if shadow is None else flat(shadow)
         while x.shape[0] > 1:
             half = x.shape[0] // 2
-            paired = self._pair(sign, x[:half], x[half : 2 * half])
+            ties = None if s is None else (s[:half], s[half : 2 * half])
+            paired = self._pair(sign, x[:half], x[half : 2 * half], ties)
             x = jnp.concatenate([paired, x[2 * half :]]) if x.shape[0] % 2 else paired
-        return x[0].reshape(shape)
+            if s is not None:
+                both = _choose(sign, *ties)
+                s = jnp.concatenate([both, s[2 * half :]]) if s.shape[0] % 2 else both
+        return x[0].reshape(shape), None if s is None else s[0].reshape(shape)
 
-    def eval(self, jaxpr, consts, args, tags=None):
-        env, site_of = {}, {}
+    def eval(self, jaxpr, consts, args, tags=None, shadows=None):
+        """The jaxpr's outputs. Recording, `self.shadows` then holds the outputs' shadows
+        (`_shadow`); `shadows` are the inputs'."""
+        env, site_of, shadow_of, varying = {}, {}, {}, set(jaxpr.invars)
 
         def read(v):
             return v.val if isinstance(v, jex.Literal) else env[v]
+
+        def shadow(v):
+            return None if isinstance(v, jex.Literal) else shadow_of.get(v)
 
         for v, x in zip(jaxpr.constvars, consts, strict=True):
             env[v] = x
@@ -141,39 +195,68 @@ class _Run:
             env[v] = x
             if tags is not None and tags[i] is not None:
                 site_of[v] = tags[i]
+            if shadows is not None and shadows[i] is not None:
+                shadow_of[v] = shadows[i]
         for eqn in jaxpr.eqns:
-            outs, out_tag = self._eqn(eqn, [read(v) for v in eqn.invars], site_of)
+            invals = [read(v) for v in eqn.invars]
+            if self.held is None:  # recording: each input's shadow, None for constants
+                ins = [
+                    _Shadow(shadow(v), not isinstance(v, jex.Literal) and v in varying)
+                    if _float(v)
+                    else None
+                    for v in eqn.invars
+                ]
+            else:
+                ins = None
+            outs, out_tag, out_shadows = self._eqn(eqn, invals, site_of, ins)
             if eqn.primitive.name == "not" and _tag(site_of, eqn.invars[0]) is not None:
                 out_tag = site_of[eqn.invars[0]]
-            for v, x in zip(eqn.outvars, outs, strict=True):
+            vary = any(v in varying for v in eqn.invars if not isinstance(v, jex.Literal))
+            for i, (v, x) in enumerate(zip(eqn.outvars, outs, strict=True)):
                 if not isinstance(v, jex.DropVar):
                     env[v] = x
                     if out_tag is not None:
                         site_of[v] = out_tag
+                    if vary:
+                        varying.add(v)
+                    if out_shadows is not None and out_shadows[i] is not None:
+                        shadow_of[v] = out_shadows[i]
+        self.shadows = [shadow(v) for v in jaxpr.outvars]
         return [read(v) for v in jaxpr.outvars]
 
-    def _eqn(self, eqn, invals, site_of):
-        """The outputs of one equation, and the site whose held boolean they carry (or None)."""
+    def _eqn(self, eqn, invals, site_of, shadows=None):
+        """The outputs of one equation, the site whose held boolean they carry (or None), and
+        (recording, with the inputs' `shadows`) the outputs' shadows (or None)."""
         name, params = eqn.primitive.name, eqn.params
         shape = eqn.outvars[0].aval.shape
         if name in _MINMAX and _float(eqn.outvars[0]):
+            sign = _MINMAX[name]
             x, y = (jnp.broadcast_to(v, shape) for v in invals)
-            return [self._pair(_MINMAX[name], x, y)], None
+            if shadows is None:
+                return [self._pair(sign, x, y)], None, None
+            ties = tuple(
+                jnp.broadcast_to(s.of(v, sign), shape) for s, v in zip(shadows, invals, strict=True)
+            )
+            both = _choose(sign, *ties)
+            return [self._pair(sign, x, y, ties)], None, [both]
         if name in _REDUCE and _float(eqn.outvars[0]):
-            return [self._reduce(_MINMAX[_REDUCE[name]], invals[0], params["axes"], shape)], None
+            sign = _MINMAX[_REDUCE[name]]
+            given = None if shadows is None else shadows[0].of(invals[0], sign)
+            out, shadow = self._reduce(sign, invals[0], params["axes"], shape, given)
+            return [out], None, [shadow]
         if name == "abs" and _float(eqn.outvars[0]):
             (x,) = invals
             pattern, weight, _ = self._site(x >= 0, x)
             out = jnp.where(pattern, x, -x)
             if weight is not None:
                 out = _blend(out, weight, -out)
-            return [out], None
+            return [out], None, None
         if name in _COMPARE and _float(eqn.invars[0]):
             x, y = (jnp.broadcast_to(v, shape) for v in invals)
             z = _COMPARE[name] * (x - y)
             held = eqn.primitive.bind(x, y, **params)
             pattern, _, index = self._site(held, z)
-            return [pattern], index
+            return [pattern], index, None
         if name == "select_n" and len(invals) == 3 and _tag(site_of, eqn.invars[0]) is not None:
             pred, *cases = invals
             index = _tag(site_of, eqn.invars[0])
@@ -181,14 +264,14 @@ class _Run:
             if self.weights is not None:
                 weight = jnp.broadcast_to(self.weights[index], jnp.shape(pred))
                 out = _blend(out, weight, jax.lax.select_n(~pred, *cases))
-            return [out], None
+            return [out], None, None
         if name == "convert_element_type" and _tag(site_of, eqn.invars[0]) is not None:
             (pred,) = invals
             index = _tag(site_of, eqn.invars[0])
             out = eqn.primitive.bind(pred, **params)
             if self.weights is not None and _float(eqn.outvars[0]):
                 out = _blend(out, self.weights[index], eqn.primitive.bind(~pred, **params))
-            return [out], None
+            return [out], None, None
         key = _CALL.get(name)
         if key is None and _inlined(name, params):
             key = _CUSTOM[name]
@@ -196,9 +279,23 @@ class _Run:
             inner, consts = _closed(params[key])
             skip = params.get("num_consts", 0) if name in _CUSTOM else 0
             tags = [_tag(site_of, v) for v in eqn.invars[skip:]]
-            return self.eval(inner, consts, invals[skip:], tags), None
+            inner_shadows = None
+            if shadows is not None:
+                inner_shadows = [None if s is None else s.shadow for s in shadows[skip:]]
+            outs = self.eval(inner, consts, invals[skip:], tags, inner_shadows)
+            return outs, None, (None if shadows is None else self.shadows)
         out = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(params))
-        return (out if eqn.primitive.multiple_results else [out]), None
+        outs = out if eqn.primitive.multiple_results else [out]
+        if name not in _STRUCTURAL or shadows is None:
+            return outs, None, None
+        if all(s is None or s.shadow is None for s in shadows):
+            return outs, None, None
+        moved = [
+            v if s is None or s.shadow is None else s.shadow
+            for s, v in zip(shadows, invals, strict=True)
+        ]
+        shadow = eqn.primitive.bind(*moved, **eqn.primitive.get_bind_params(params))
+        return outs, None, (shadow if eqn.primitive.multiple_results else [shadow])
 
 
 class KinkedFunction:

@@ -1,4 +1,5 @@
-"""HoldArgs (`theory._hold`): a non-finite held state stops the solve as nonfinite."""
+"""HoldArgs (`theory._hold`): a non-finite held state stops the solve as nonfinite, a step shrunk
+to nothing as dt_min_reached."""
 
 import diffrax
 import jax.numpy as jnp
@@ -17,3 +18,18 @@ def test_hold_args_with_a_nan_held_state_stops_as_nonfinite_not_max_steps():
         sol = _solve(hold, field, 1.0, 0.1, controller)
         assert sol.result == diffrax.RESULTS.nonfinite, controller
         assert RESULTS.promote(sol.result) == RESULTS.nonfinite
+
+
+def test_hold_args_whose_error_no_step_cures_stops_as_dt_min_not_max_steps():
+    # a kink error that does not shrink with the step (1e30 whatever h) drives h to 0: the
+    # zero-length step, accepted with zero error, repeated until max_steps
+    def field(t, y, held):
+        return -y
+
+    def kink_error(t0, t1, y0, y1, held, interpolation):
+        return jnp.where(t1 > t0, 1e30, 0.0) * jnp.ones_like(y1), jnp.asarray(False)
+
+    hold = HoldArgs(diffrax.Tsit5(), lambda t, y, args: args, kink_error=kink_error)
+    sol = _solve(hold, field, 1.0, 0.1, diffrax.PIDController(rtol=1e-6, atol=1e-6))
+    assert sol.result == diffrax.RESULTS.dt_min_reached
+    assert int(sol.stats["num_steps"]) < 1000  # of max_steps 4096

@@ -96,3 +96,32 @@ def test_max_pooling_is_held_as_a_tree_of_pairwise_max_sites():
     moved = x.at[1, 0].set(3.0)
     by_hand = 2.0 + 1.6 + (-1.0)
     np.testing.assert_allclose(f.held(pattern, None, moved), by_hand)
+
+
+def test_an_exact_tie_of_a_max_is_broken_by_what_its_branches_clamp():
+    # max over relu(h): where two entries are both clamped at 0 the pool's values tie exactly;
+    # the branch taken is the one whose pre-activation is nearer its kink (the one that can
+    # become the max), not the second by convention: a relu sliding at h = -1e-13 inside the
+    # pool otherwise had its gradient cut (a pooled flow ended ok and wrong)
+    def pooled(h):
+        return jnp.max(jax.nn.relu(h).reshape(2, 2), axis=(0, 1))  # the shadow follows reshapes
+
+    h = jnp.array([-1.0, -2.0, -0.5, -1e-13])
+    f = KinkedFunction(pooled, h)
+    pattern, z = f.record(h)
+    relu, *levels = pattern
+    assert not relu.any() and all(float(s) == 0.0 for lv in z[1:] for s in jnp.ravel(lv))
+    # the relu sliding at -1e-13 (entry 3), blended halfway, is what the held pool follows
+    weights = [jnp.array([0.0, 0.0, 0.0, 0.5])] + [jnp.zeros_like(s) for s in z[1:]]
+    grad = jax.grad(lambda v: f.held(pattern, weights, v))(h)
+    np.testing.assert_allclose(grad, [0.0, 0.0, 0.0, 0.5])
+    # saturated relu6 entries tie at 6: the pool keeps the one deepest past its kink
+    g = KinkedFunction(lambda v: jnp.max(jax.nn.relu6(v)), jnp.zeros(2))
+    assert g.num_sites == 3  # relu6's max and min (its custom rule is its branches'), the pool
+    pattern, _ = g.record(jnp.array([7.0, 9.0]))
+    assert not bool(pattern[-1][0])  # the second branch (9 > 7)
+    pattern, _ = g.record(jnp.array([9.0, 7.0]))
+    assert bool(pattern[-1][0])
+    # a value against a constant keeps its convention at an exact 0: relu(0) is held inactive
+    pattern, _ = KinkedFunction(lambda v: jnp.sum(jax.nn.relu(v)), h).record(jnp.zeros(4))
+    assert not pattern[0].any()

@@ -101,3 +101,49 @@ def test_a_kink_that_turns_repelling_is_left_as_gradient_descent_leaves_it():
     expected = v * np.abs(u) + 0.5 * (v + 1.0) ** 2
     np.testing.assert_allclose(np.asarray(sol.loss)[late], expected, rtol=1e-7)
     assert abs(float(sol.model.u[0])) > 0.9  # it left: held, u would stay at 0
+
+
+@pytest.mark.slow  # the default test is test_kinks' tie test
+def test_a_relu_sliding_inside_a_max_pool_against_the_closed_form():
+    # L = 2 max_j relu(a + b + c_j) - a + (b - 1)^2 / 2, c = (0, -5, -3): the pool is relu(a + b)
+    # wherever it matters, so h = a + b reaches its kink at t1 (-0.7 - t1 + 1.5 e^-t1 = 0) and
+    # slides there with lambda = (2 - b) / 4: b = b1 e^(-(t - t1) / 2), a = -b. The pool's
+    # clamped entries tie at 0 with the sliding one; taking the second by convention cut its
+    # gradient, and the flow ended ok with a = 2.84 for -0.0032
+    class Pair(eqx.Module):
+        a: jax.Array
+        b: jax.Array
+
+    def loss(p, args):
+        h = p.a + p.b + jnp.array([0.0, -5.0, -3.0])
+        return 2.0 * jnp.max(jax.nn.relu(h)) - p.a + 0.5 * (p.b - 1.0) ** 2
+
+    ts = jnp.linspace(0.0, 6.0, 13)
+    sol = gradient_flow(Pair(jnp.array(0.3), jnp.array(0.5)), loss, ts, rtol=1e-10,
+                        atol=1e-10, save_trajectory=True)  # fmt: skip
+    t1 = 0.35342158728762746  # brentq on -0.7 - t + 1.5 e^-t
+    b1 = -1.0 + 1.5 * np.exp(-t1)
+    later = np.asarray(ts) > t1
+    b = b1 * np.exp(-(np.asarray(ts)[later] - t1) / 2.0)
+    assert sol.ok and int(sol.stats["sliding_entries"]) == 1
+    np.testing.assert_allclose(np.asarray(sol.trajectory.b)[later], b, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(sol.trajectory.a)[later], -b, rtol=1e-7, atol=1e-9)
+
+
+def test_the_sliding_solve_is_least_squares_where_rows_are_dependent():
+    # two sliding relus tied in a pool make the pool's row a combination of theirs: the
+    # normal equations' A^T A + eps^2 I (eps = 1e-10 max|A|) rounds to a singular matrix and
+    # gave lambda ~ 1e19; the QR of [A; eps I] gives the least-norm solution
+    from integrators._filippov import ridge_solve
+    from theory.numerics import lu_solve
+
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(8, 8))
+    A[1] = 0.7 * A[0] + 0.3 * A[2]
+    B = A @ rng.normal(size=(8, 3))  # consistent, as the sliding residual is
+    eps = 1e-10 * np.abs(A).max()
+    X = np.asarray(ridge_solve(jnp.asarray(A), eps, jnp.asarray(B)))
+    least_norm = np.linalg.lstsq(A, B, rcond=1e-12)[0]
+    np.testing.assert_allclose(X, least_norm, rtol=0, atol=1e-10 * np.abs(least_norm).max())
+    normal = lu_solve(jnp.asarray(A.T @ A + eps**2 * np.eye(8)), jnp.asarray(A.T @ B))
+    assert np.abs(np.asarray(normal) - least_norm).max() > 1e-3  # what the former solve gave

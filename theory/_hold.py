@@ -216,6 +216,10 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
         y1 = jax.tree_util.tree_map(lambda a, b: jnp.where(dead, a, b), y0, y1)
         error = jax.tree_util.tree_map(lambda e: jnp.where(dead, 0.0, e), error)
         result = diffrax.RESULTS.where(bad, diffrax.RESULTS.nonfinite, result)
+        # a trial step shrunk to nothing (t0 + h rounds to t0, after an error that no shorter
+        # step cures) ends the solve: accepted at zero length, with zero error, it repeated
+        # until `max_steps` (a sliding solve's lambda of 1e19 spun 99,400 such steps)
+        result = diffrax.RESULTS.where(t1 == t0, diffrax.RESULTS.dt_min_reached, result)
         if self.stop is not None:
             # the step that finds a stop ends the solve where it started
             stop = self.stop(held)
