@@ -8,8 +8,9 @@ switches branch:
 
 - `max(x, y)` and `min(x, y)` (`jax.nn.relu`, `jnp.maximum(x, 0)`, `jnp.clip`, relu6): held
   out = where(p, x, y), with p = (x > y) (resp. x < y) at the step's start;
-- `jnp.max` / `jnp.min` over axes (`reduce_max`, `reduce_min`: max-pooling): a tree of the
-  pairwise max / min above, one site per level (`_Run._reduce`);
+- `jnp.max` / `jnp.min` over axes (`reduce_max`, `reduce_min`: global max-pooling) and over
+  sliding windows (`reduce_window_max`, `reduce_window_min`: `eqx.nn.MaxPool2d`): a tree of
+  the pairwise max / min above, one site per level (`_Run._reduce`, `_Run._window`);
 - `abs(x)`: held out = where(p, x, -x), p = (x >= 0);
 - a float comparison `gt`, `ge`, `lt`, `le` (`jax.nn.leaky_relu`, `jnp.where(x > 0, ...)`):
   its boolean is held; where it selects between two branches (`select_n`) or becomes a float
@@ -34,6 +35,8 @@ direction in which the true (switched) branch differs from the held one: their
 Jacobian-vector product is the error of integrating a crossed kink as if it were smooth.
 """
 
+import itertools
+
 import jax
 import jax.extend.core as jex
 import jax.numpy as jnp
@@ -41,6 +44,7 @@ import jax.numpy as jnp
 _COMPARE = {"gt": 1, "ge": 1, "lt": -1, "le": -1}  # z = sign * (x - y)
 _MINMAX = {"max": 1, "min": -1}
 _REDUCE = {"reduce_max": "max", "reduce_min": "min"}  # held as trees of pairwise max / min
+_WINDOW = {"reduce_window_max": "max", "reduce_window_min": "min"}  # pooling windows: the same
 # primitives that only move, copy or reshape entries: a shadow (`_Run._pair`) follows them
 _STRUCTURAL = {
     "reshape", "transpose", "squeeze", "expand_dims", "broadcast_in_dim", "slice", "rev",
@@ -111,7 +115,8 @@ def _tag(site_of, v):
 def _has_site(jaxpr) -> bool:
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
-        kinked = name in _MINMAX or name in _REDUCE or name == "abs" or name in _COMPARE
+        kinked = name in _MINMAX or name in _REDUCE or name in _WINDOW or name in ("abs",)
+        kinked = kinked or name in _COMPARE
         if kinked and _float(eqn.invars[0]):
             return True
         key = _CALL.get(name)
@@ -142,7 +147,7 @@ class _Run:
 
     def _pair(self, sign, x, y, ties=None):
         """max(x, y) (sign 1) or min(x, y) (sign -1) as a site: z = sign (x - y). Where x = y
-        exactly, `ties` (their shadows, `_shadow`) decides the branch (recording only)."""
+        exactly, `ties` (their shadows, `_Shadow`) decides the branch (recording only)."""
         z = sign * (x - y)
         taken = z > 0
         if ties is not None:
@@ -166,8 +171,35 @@ class _Run:
             v = jnp.transpose(v, tuple(axes) + tuple(keep))
             return v.reshape((-1,) + tuple(v.shape[len(axes) :]))
 
-        x = flat(x)
-        s = None if shadow is None else flat(shadow)
+        return self._tree(sign, flat(x), None if shadow is None else flat(shadow), shape)
+
+    def _window(self, sign, x, params, shape, shadow=None):
+        """A max / min over sliding windows (`reduce_window_max`: `eqx.nn.MaxPool1d/2d/3d`,
+        `jax.lax.reduce_window`): x padded with -sign inf (also between entries, the base
+        dilation), one strided slice per window offset stacked (K = the window's size), and
+        the tree of `_tree` over them: ceil(log2 K) sites."""
+        fill = -jnp.inf if sign > 0 else jnp.inf
+        config = [
+            (lo, hi, d - 1)
+            for (lo, hi), d in zip(params["padding"], params["base_dilation"], strict=True)
+        ]
+        windows = params["window_dimensions"]
+        strides, dilation = params["window_strides"], params["window_dilation"]
+
+        def patches(v):
+            padded = jax.lax.pad(v, jnp.asarray(fill, v.dtype), config)
+            out = []
+            for offset in itertools.product(*[range(k) for k in windows]):
+                start = [o * d for o, d in zip(offset, dilation, strict=True)]
+                limit = [a + (n - 1) * s + 1 for a, n, s in zip(start, shape, strides, strict=True)]
+                out.append(jax.lax.slice(padded, start, limit, strides))
+            return jnp.stack(out)
+
+        return self._tree(sign, patches(x), None if shadow is None else patches(shadow), shape)
+
+    def _tree(self, sign, x, s, shape):
+        """max / min over x's first axis as a tree of pairwise sites, one per level; the value
+        and (where `s` is given) its shadow, shaped `shape`."""
         while x.shape[0] > 1:
             half = x.shape[0] // 2
             ties = None if s is None else (s[:half], s[half : 2 * half])
@@ -180,7 +212,7 @@ class _Run:
 
     def eval(self, jaxpr, consts, args, tags=None, shadows=None):
         """The jaxpr's outputs. Recording, `self.shadows` then holds the outputs' shadows
-        (`_shadow`); `shadows` are the inputs'."""
+        (`_Shadow`); `shadows` are the inputs'."""
         env, site_of, shadow_of, varying = {}, {}, {}, set(jaxpr.invars)
 
         def read(v):
@@ -243,6 +275,11 @@ class _Run:
             sign = _MINMAX[_REDUCE[name]]
             given = None if shadows is None else shadows[0].of(invals[0], sign)
             out, shadow = self._reduce(sign, invals[0], params["axes"], shape, given)
+            return [out], None, [shadow]
+        if name in _WINDOW and _float(eqn.outvars[0]):
+            sign = _MINMAX[_WINDOW[name]]
+            given = None if shadows is None else shadows[0].of(invals[0], sign)
+            out, shadow = self._window(sign, invals[0], params, shape, given)
             return [out], None, [shadow]
         if name == "abs" and _float(eqn.outvars[0]):
             (x,) = invals

@@ -125,3 +125,30 @@ def test_an_exact_tie_of_a_max_is_broken_by_what_its_branches_clamp():
     # a value against a constant keeps its convention at an exact 0: relu(0) is held inactive
     pattern, _ = KinkedFunction(lambda v: jnp.sum(jax.nn.relu(v)), h).record(jnp.zeros(4))
     assert not pattern[0].any()
+
+
+def test_pooling_windows_are_held_as_trees_of_pairwise_max_sites():
+    # eqx.nn.MaxPool2d (reduce_window_max, with stride and padding) was evaluated as written:
+    # its argmax switched inside held steps unseen, as jnp.max's had
+    pool = eqx.nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+
+    def pooled(x):
+        return jnp.sum(pool(jax.nn.relu(x)) ** 2) + jnp.sum(
+            -jax.lax.reduce_window(
+                -x, -jnp.inf, jax.lax.max, (1, 2, 1), (1, 1, 2), "VALID", base_dilation=(1, 2, 1)
+            )
+        )
+
+    x = jax.random.normal(jax.random.PRNGKey(3), (2, 5, 6))
+    f = KinkedFunction(pooled, x)
+    assert f.num_sites == 1 + 4 + 1  # the relu, ceil(log2 9) levels, then ceil(log2 2)
+    pattern, z = f.record(x)
+    np.testing.assert_allclose(f.held(pattern, None, x), pooled(x), rtol=1e-6)
+    grad = jax.grad(lambda v: f.held(pattern, None, v))(x)
+    np.testing.assert_allclose(grad, jax.grad(pooled)(x), rtol=1e-6)
+    # held, each window keeps its argmax: raising another entry past it changes nothing held
+    # of the pool (window (0, 0, 0) is rows 0-1 and columns 0-1, after the padding)
+    top = jnp.argmax(jax.nn.relu(x[0, :2, :2]))
+    other = (0, 1 - top // 2, 1 - top % 2)
+    moved = x.at[other].set(10.0)
+    assert float(f.held(pattern, None, moved)) < float(pooled(moved)) - 50.0
