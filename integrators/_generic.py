@@ -50,6 +50,7 @@ call with new values compiles nothing.
 """
 
 import dataclasses
+import warnings
 
 import diffrax
 import equinox as eqx
@@ -169,8 +170,9 @@ def gradient_flow(
       solution's `log_scale` (T, U) holds kappa_u. Without it, parameters far below `atol`
       make the solution not ok (`RESULTS.below_tolerance`).
     - `hold_kinks`: hold each step's pattern of the loss's kinks (module docstring); a loss
-      without kink sites (max, min, abs, float comparisons: softplus and logsumexp have
-      them) is integrated plainly either way.
+      without kink sites (max, min, abs, clamp, max-pooling, float comparisons: logsumexp
+      has them) is integrated plainly either way. Kinks it cannot hold (`sort`, `top_k`,
+      `argmax`, a relu inside `lax.scan`) are evaluated as written, and a warning says so.
     - `max_sliding`: how many kink entries may slide at once (a max_sliding^2 matrix is
       carried); more end the solve as `RESULTS.kink_limited`. `None`: as many as want to,
       in slots grown from 32 (module docstring); `stats['regrown']` counts the growths.
@@ -502,6 +504,14 @@ def _solve(params, static, loss, ts, args, tau, tol, scale, floor, options):
         return loss(eqx.combine(p, static), eqx.combine(dyn, args_static))
 
     kinked = KinkedFunction(plain_loss, params, dynamic) if hold_kinks else None
+    if kinked is not None and kinked.unheld:
+        warnings.warn(
+            f"gradient_flow: the loss has kinks that are not held ({', '.join(kinked.unheld)}): "
+            "they are evaluated as written, and only the solver's error estimate charges "
+            "their crossings; check the result with method='steps' (explicit Euler through "
+            "any kink, extrapolated to step 0)",
+            stacklevel=3,
+        )
     if kinked is not None and kinked.num_sites == 0:
         kinked = None
 

@@ -6,8 +6,9 @@ model, the loss is traced once to a jaxpr and re-evaluated by a small interprete
 kink site by its held side. The sites are the primitives where a smooth function of the parameters
 switches branch:
 
-- `max(x, y)` and `min(x, y)` (`jax.nn.relu`, `jnp.maximum(x, 0)`, `jnp.clip`, relu6): held
-  out = where(p, x, y), with p = (x > y) (resp. x < y) at the step's start;
+- `max(x, y)` and `min(x, y)` (`jax.nn.relu`, `jnp.maximum(x, 0)`, `jnp.clip`, relu6;
+  `lax.clamp` as both): held out = where(p, x, y), with p = (x > y) (resp. x < y) at the
+  step's start;
 - `jnp.max` / `jnp.min` over axes (`reduce_max`, `reduce_min`: global max-pooling) and over
   sliding windows (`reduce_window_max`, `reduce_window_min`: `eqx.nn.MaxPool2d`): a tree of
   the pairwise max / min above, one site per level (`_Run._reduce`, `_Run._window`);
@@ -27,8 +28,11 @@ interpreter rather than an activation wrapper: the models researchers bring are 
 the traced loss finds every such site without asking the model to change. Sites inside
 control flow (`scan`, `while`, `cond`) and inside custom-derivative functions other than
 `jax.nn.relu` (whose rule a held evaluation would drop) are evaluated as written, not held.
-Integer max/min/abs are no kinks. Smooth functions written with max or abs (softplus,
-logsumexp) count as sites: held, exactly, at some cost in steps.
+Integer max/min/abs are no kinks. Other nonsmooth primitives (`sort`, `top_k`, `cummax`,
+`argmax`, `floor`...) on values that vary with the arguments are evaluated as written too;
+`KinkedFunction.unheld` names them and the control flow with sites inside, and
+`gradient_flow` warns. Smooth functions written with max or abs (logsumexp) count as sites:
+held, exactly, at some cost in steps.
 
 Blend weights w (one per site entry, 0 normally) give out = held + w (other - held), the
 direction in which the true (switched) branch differs from the held one: their
@@ -45,6 +49,9 @@ _COMPARE = {"gt": 1, "ge": 1, "lt": -1, "le": -1}  # z = sign * (x - y)
 _MINMAX = {"max": 1, "min": -1}
 _REDUCE = {"reduce_max": "max", "reduce_min": "min"}  # held as trees of pairwise max / min
 _WINDOW = {"reduce_window_max": "max", "reduce_window_min": "min"}  # pooling windows: the same
+# nonsmooth primitives that are not held (evaluated as written: `KinkedFunction.unheld`)
+_UNHELD = {"sort", "top_k", "cummax", "cummin", "argmax", "argmin", "floor", "ceil", "round",
+           "reduce_window"}  # fmt: skip
 # primitives that only move, copy or reshape entries: a shadow (`_Run._pair`) follows them
 _STRUCTURAL = {
     "reshape", "transpose", "squeeze", "expand_dims", "broadcast_in_dim", "slice", "rev",
@@ -112,6 +119,14 @@ def _tag(site_of, v):
     return None if isinstance(v, jex.Literal) else site_of.get(v)
 
 
+def _inner_jaxprs(params):
+    """The jaxprs among an equation's parameters (a scan's body, a cond's branches...)."""
+    for value in params.values():
+        for v in value if isinstance(value, tuple | list) else (value,):
+            if isinstance(v, jex.ClosedJaxpr | jex.Jaxpr):
+                yield _closed(v)[0]
+
+
 def _has_site(jaxpr) -> bool:
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
@@ -134,6 +149,7 @@ class _Run:
     def __init__(self, held=None, weights=None):
         self.held, self.weights = held, weights
         self.patterns, self.switches = [], []
+        self.unheld = set()
 
     def _site(self, pattern, z):
         """Register a site; returns its held pattern and its blend weight (or None)."""
@@ -276,6 +292,17 @@ class _Run:
             given = None if shadows is None else shadows[0].of(invals[0], sign)
             out, shadow = self._reduce(sign, invals[0], params["axes"], shape, given)
             return [out], None, [shadow]
+        if name == "clamp" and _float(eqn.outvars[0]):  # clamp(lo, x, hi) = min(max(x, lo), hi)
+            lo, x, hi = (jnp.broadcast_to(v, shape) for v in invals)
+            if shadows is None:
+                return [self._pair(-1, self._pair(1, x, lo), hi)], None, None
+            s_lo, s_x, s_hi = (
+                jnp.broadcast_to(s.of(v, sign), shape)
+                for s, v, sign in zip(shadows, invals, (1, 1, -1), strict=True)
+            )
+            low = self._pair(1, x, lo, (s_x, s_lo))
+            s_low = _choose(1, s_x, s_lo)
+            return [self._pair(-1, low, hi, (s_low, s_hi))], None, [_choose(-1, s_low, s_hi)]
         if name in _WINDOW and _float(eqn.outvars[0]):
             sign = _MINMAX[_WINDOW[name]]
             given = None if shadows is None else shadows[0].of(invals[0], sign)
@@ -321,6 +348,11 @@ class _Run:
                 inner_shadows = [None if s is None else s.shadow for s in shadows[skip:]]
             outs = self.eval(inner, consts, invals[skip:], tags, inner_shadows)
             return outs, None, (None if shadows is None else self.shadows)
+        varies = shadows is not None and any(s is not None and s.varies for s in shadows)
+        # (a custom rule kept is the user's, or smooth: logaddexp's max is for its rounding)
+        inside = name not in _CUSTOM and any(_has_site(j) for j in _inner_jaxprs(params))
+        if varies and (name in _UNHELD or inside):
+            self.unheld.add(name)
         out = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(params))
         outs = out if eqn.primitive.multiple_results else [out]
         if name not in _STRUCTURAL or shadows is None:
@@ -353,6 +385,9 @@ class KinkedFunction:
         run = _Run()
         jax.eval_shape(lambda *a: run.eval(self.jaxpr, self.consts, _leaves(a)), *example)
         self.num_sites = len(run.patterns)
+        # nonsmooth primitives evaluated as written (sort, argmax...), and control flow with
+        # sites inside (scan, while, cond): their kinks are not held
+        self.unheld = tuple(sorted(run.unheld))
 
     def record(self, *args):
         """The pattern (a list of booleans, one per site) and switching variables z at args."""

@@ -2,7 +2,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
+from integrators import gradient_flow
 from integrators._kinks import KinkedFunction
 
 
@@ -142,13 +144,44 @@ def test_pooling_windows_are_held_as_trees_of_pairwise_max_sites():
     x = jax.random.normal(jax.random.PRNGKey(3), (2, 5, 6))
     f = KinkedFunction(pooled, x)
     assert f.num_sites == 1 + 4 + 1  # the relu, ceil(log2 9) levels, then ceil(log2 2)
-    pattern, z = f.record(x)
-    np.testing.assert_allclose(f.held(pattern, None, x), pooled(x), rtol=1e-6)
-    grad = jax.grad(lambda v: f.held(pattern, None, v))(x)
+    pattern, z = jax.jit(f.record)(x)  # (compiled: the interpreter op by op is slow)
+    held = jax.jit(jax.value_and_grad(lambda v, p: f.held(p, None, v)))
+    value, grad = held(x, pattern)
+    np.testing.assert_allclose(value, pooled(x), rtol=1e-6)
     np.testing.assert_allclose(grad, jax.grad(pooled)(x), rtol=1e-6)
     # held, each window keeps its argmax: raising another entry past it changes nothing held
     # of the pool (window (0, 0, 0) is rows 0-1 and columns 0-1, after the padding)
     top = jnp.argmax(jax.nn.relu(x[0, :2, :2]))
     other = (0, 1 - top // 2, 1 - top % 2)
     moved = x.at[other].set(10.0)
-    assert float(f.held(pattern, None, moved)) < float(pooled(moved)) - 50.0
+    assert float(held(moved, pattern)[0]) < float(pooled(moved)) - 50.0
+
+
+def test_clamp_is_held_and_kinks_that_are_not_are_named():
+    x = jnp.array([-2.0, 0.3, 0.9, 1.7])
+
+    def clamped(v):
+        return jnp.sum(jax.lax.clamp(-1.0, v, 1.0) ** 2)
+
+    f = KinkedFunction(clamped, x)
+    assert f.num_sites == 2 and f.unheld == ()
+    pattern, _ = f.record(x)
+    moved = x.at[0].set(-0.5)  # held below its clamp: the constant -1 still
+    np.testing.assert_allclose(f.held(pattern, None, moved), clamped(x))
+    # sort, argmax and a relu inside a scan are evaluated as written: named, and warned of
+    for fn, name in [
+        (jnp.sort, "sort"),
+        (lambda v: v[jnp.argmax(v)], "argmax"),
+        (lambda v: jax.lax.scan(lambda c, u: (c + jax.nn.relu(u), None), 0.0, v)[0], "scan"),
+    ]:
+        assert KinkedFunction(lambda v, fn=fn: jnp.sum(fn(v)), x).unheld == (name,)
+    # smooth ones are not: softplus's max sits in logaddexp's own rule, floor on a constant
+    assert KinkedFunction(lambda v: jnp.sum(jax.nn.softplus(v)), x).unheld == ()
+    assert KinkedFunction(lambda v: jnp.sum(v) * jnp.floor(2.5), x).unheld == ()
+
+    class Sorted(eqx.Module):
+        w: jax.Array
+
+    with pytest.warns(UserWarning, match=r"not held \(sort\)"):
+        gradient_flow(Sorted(x), lambda m, a: jnp.sum(jnp.sort(m.w) * jnp.arange(4.0)),
+                      jnp.linspace(0.0, 0.1, 2))  # fmt: skip
