@@ -20,9 +20,10 @@ steps.
   kink repels, s_k M_kk < 0, pinned on its pre-activation's side and the rest solved again),
   and
   M = (A^T A + eps^2 I)^(-1) A^T of the final system A (J, the pinned rows the identity's;
-  eps = `REGULARIZATION` max |J|: where more entries of one neuron slide than its inputs
-  span, or two sliding relus tie in a max-pool, J is singular, lambda is not unique but the
-  field is), by QR of [A; eps I] (`ridge_solve`), not the normal equations;
+  eps = sqrt(machine epsilon) max |J| (`REGULARIZATION`): where more entries of one neuron
+  slide than its inputs span, or two sliding relus tie in a max-pool, J is singular, lambda
+  is not unique but the field is), by QR of [A; eps I] (`ridge_solve`), not the normal
+  equations;
 - `chord`: M r, the chord step every field evaluation takes from the step's lambda*.
 
 Each is done on the smallest of `BUCKETS` that holds the occupied slots (`jax.lax.switch`:
@@ -42,10 +43,10 @@ def ridge_solve(A, eps, B):
     Householder QR of the stacked [A; eps I] in plain XLA operations (the loops of
     `theory.numerics.lu_solve`, for the reasons given there): its condition is that of A,
     at most max|A| / eps, where the normal equations' is its square. With eps = 1e-10 max|A|
-    that square, 1e20, is past float64's 1e16: A^T A + eps^2 I rounds to A^T A, singular
-    where two sliding entries' rows are dependent (a pool's tie between two sliding relus),
-    and its LU gave lambda of 1e19. Here eps takes effect and the solution stays within
-    max|B| / (2 eps).
+    (as it was) that square, 1e20, is past float64's 1e16: A^T A + eps^2 I rounded to A^T A,
+    singular where two sliding entries' rows are dependent (a pool's tie between two sliding
+    relus), and its LU gave lambda of 1e19. Here the solution stays within max|B| / (2 eps);
+    where B is in A's range (lambda's right-hand side) it is the least-norm one to rounding.
 
     >>> A = jnp.array([[1.0, 1.0], [1.0, 1.0]])  # rank one: the least-norm solution
     >>> [round(v, 6) for v in ridge_solve(A, 1e-10, jnp.array([2.0, 2.0])).tolist()]
@@ -76,7 +77,11 @@ def ridge_solve(A, eps, B):
 
 BOX_ITERATIONS = 8  # active-set iterations of the box problem, at most
 BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048)  # sizes the system is factored on
-REGULARIZATION = 1e-10  # Tikhonov eps of the sliding solve, relative to max |J|
+# Tikhonov eps of the sliding solve, relative to max |J|: sqrt(machine epsilon) at least
+# (1.5e-8 in float64, 3.5e-4 in float32). Below it, the rounding of J's dependent rows reaches
+# M as about u / eps^2 (at eps = 1e-10, M of [[1, 1], [1, 1]] had entries +-432 for 0.25),
+# and diag(M) feeds the repulsion test
+REGULARIZATION = 1e-8
 # a sliding entry repels where s_k M_kk < -REPULSION max_k |M_kk| (`SlidingSystem.box`)
 REPULSION = 1e-8
 
@@ -142,8 +147,11 @@ class SlidingSystem(eqx.Module):
             block, r0, g, s = jac[:b, :b], r[:b], guess[:b], sign[:b]
             eye = jnp.eye(b, dtype=jac.dtype)
             valid = jnp.arange(b) < count
-            eps = REGULARIZATION * jnp.max(jnp.abs(jnp.where(valid[:, None], block, 0.0)))
-            eps = jnp.maximum(eps, jnp.finfo(jac.dtype).tiny)  # a zero block: M = 0
+            relative = max(REGULARIZATION, float(jnp.finfo(jac.dtype).eps) ** 0.5)
+            eps = relative * jnp.max(jnp.abs(jnp.where(valid[:, None], block, 0.0)))
+            # a zero block gives M = 0 on its free rows (not eps = 0: R would be singular; not
+            # below sqrt(tiny): eps^2 would underflow in the QR's column norms)
+            eps = jnp.maximum(eps, jnp.sqrt(jnp.finfo(jac.dtype).tiny))
 
             def system(pinned):
                 return jnp.where(pinned[:, None], eye, block)

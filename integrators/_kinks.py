@@ -17,22 +17,27 @@ switches branch:
   its boolean is held; where it selects between two branches (`select_n`) or becomes a float
   (`convert_element_type`), that use is the site's kink.
 
-Each site has a *switching variable* z (x - y, or x) whose sign is its pattern p. Where a max /
-min site's branches tie exactly (two pooled relus both clamped at 0), z = 0 says nothing, and
-the recorded pattern follows their *shadows*: what their own max / min sites clamp (a relu's
-pre-activation; a constant never wins), carried through reshapes, slices and the reduction
-tree. So a pool takes the entry nearest to becoming its maximum: where that entry is a relu
-sliding on its kink (h = -1e-13), the pool passes its blend, as gradient descent does. Why a jaxpr
-interpreter rather than an activation wrapper: the models researchers bring are written with
-`jax.nn.relu`, `jnp.abs` and `jnp.where`, and `eqx.nn.MLP` takes any activation; rewriting
-the traced loss finds every such site without asking the model to change. Sites inside
-control flow (`scan`, `while`, `cond`) and inside custom-derivative functions other than
-`jax.nn.relu` (whose rule a held evaluation would drop) are evaluated as written, not held.
-Integer max/min/abs are no kinks. Other nonsmooth primitives (`sort`, `top_k`, `cummax`,
-`argmax`, `floor`...) on values that vary with the arguments are evaluated as written too;
-`KinkedFunction.unheld` names them and the control flow with sites inside, and
-`gradient_flow` warns. Smooth functions written with max or abs (logsumexp) count as sites:
-held, exactly, at some cost in steps.
+Each site has a *switching variable* z (x - y, or x) whose sign is its pattern p.
+
+**Exact ties.** Where a max / min site's branches are exactly equal (two pooled relus both
+clamped at 0), z = 0 says nothing, and the recorded pattern follows their *shadows*: what
+their own max / min sites clamp (a relu's pre-activation), carried through reshapes, slices,
+padding and the reduction tree. A max takes the branch with the larger shadow, the entry
+nearest to becoming its maximum: where that entry is a relu sliding on its kink (its
+pre-activation at -1e-13 or +1e-13, as rounding falls), the pool passes the relu's blend, as
+gradient descent does. A constant carried there (padding) never wins; a value tied with a
+constant at the site itself (relu(0)) keeps the convention, p = (z > 0).
+
+Why a jaxpr interpreter rather than an activation wrapper: the models researchers bring are
+written with `jax.nn.relu`, `jnp.abs` and `jnp.where`, and `eqx.nn.MLP` takes any activation;
+rewriting the traced loss finds every such site without asking the model to change. Sites
+inside control flow (`scan`, `while`, `cond`) and inside custom-derivative functions other
+than `jax.nn.relu` and `relu6` (whose rules a held evaluation would drop) are evaluated as
+written, not held. Integer max/min/abs are no kinks. Other nonsmooth primitives (`sort`,
+`top_k`, `cummax`, `argmax`, `floor`...) on values that vary with the arguments are evaluated
+as written too; `KinkedFunction.unheld` names them and the control flow with sites inside,
+and `gradient_flow` warns. Smooth functions written with max or abs (logsumexp) count as
+sites: held, exactly, at some cost in steps.
 
 Blend weights w (one per site entry, 0 normally) give out = held + w (other - held), the
 direction in which the true (switched) branch differs from the held one: their
@@ -80,16 +85,18 @@ def _float(var) -> bool:
 
 
 def _choose(sign, x, y):
-    return jnp.maximum(x, y) if sign > 0 else jnp.minimum(x, y)
+    """The shadow of max(x, y) (sign 1) or min(x, y): a constant's NaN shadow never wins."""
+    return jnp.fmax(x, y) if sign > 0 else jnp.fmin(x, y)
 
 
 class _Shadow:
     """What a recorded value's max / min sites know of it for breaking exact ties: its
-    `shadow` (None: none), and whether it `varies` with the function's arguments (a literal
-    or a constant does not)."""
+    `shadow` (None: none), whether it `varies` with the function's arguments (a literal or a
+    constant does not), and whether it is `floating` (an integer index or a predicate has no
+    shadow)."""
 
-    def __init__(self, shadow, varies):
-        self.shadow, self.varies = shadow, varies
+    def __init__(self, shadow, varies, floating=True):
+        self.shadow, self.varies, self.floating = shadow, varies, floating
 
     def of(self, value, sign):
         """The shadow a max (sign 1) / min (sign -1) site compares: the value's own where it
@@ -99,6 +106,13 @@ class _Shadow:
         if not self.varies:
             return jnp.full(jnp.shape(value), -sign * jnp.inf, jnp.result_type(value))
         return value
+
+    def moved(self, value):
+        """The shadow of a value without one moved by a structural primitive: its own where it
+        varies, NaN for a constant (a padding value, a concatenated zero)."""
+        if self.varies:
+            return value
+        return jnp.full(jnp.shape(value), jnp.nan, jnp.result_type(value))
 
 
 def _blend(out, weight, other):
@@ -130,7 +144,7 @@ def _inner_jaxprs(params):
 def _has_site(jaxpr) -> bool:
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
-        kinked = name in _MINMAX or name in _REDUCE or name in _WINDOW or name in ("abs",)
+        kinked = name in _MINMAX or name in _REDUCE or name in _WINDOW or name in ("abs", "clamp")
         kinked = kinked or name in _COMPARE
         if kinked and _float(eqn.invars[0]):
             return True
@@ -162,13 +176,17 @@ class _Run:
         return pattern, weight, index
 
     def _pair(self, sign, x, y, ties=None):
-        """max(x, y) (sign 1) or min(x, y) (sign -1) as a site: z = sign (x - y). Where x = y
-        exactly, `ties` (their shadows, `_Shadow`) decides the branch (recording only)."""
-        z = sign * (x - y)
+        """max(x, y) (sign 1) or min(x, y) (sign -1) as a site: z = sign (x - y) (0 where
+        x = y, infinities included: a pooling window's padding). Where x = y exactly, `ties`
+        (x's and y's shadow arrays, `_Shadow`) decides the branch (recording only): the
+        larger shadow for a max where both are finite, the finite one against a constant
+        moved there (NaN); against a constant at the site itself (+-inf), the convention."""
+        z = jnp.where(x == y, jnp.zeros_like(x), sign * (x - y))
         taken = z > 0
         if ties is not None:
-            known = jnp.isfinite(ties[0]) & jnp.isfinite(ties[1])
-            taken = taken | ((z == 0) & known & (sign * (ties[0] - ties[1]) > 0))
+            (a, b), finite = ties, jnp.isfinite(ties[0]) & jnp.isfinite(ties[1])
+            wins = (finite & (sign * (a - b) > 0)) | (jnp.isfinite(a) & jnp.isnan(b))
+            taken = taken | ((z == 0) & wins)
         pattern, weight, _ = self._site(taken, z)
         out = jnp.where(pattern, x, y)
         if weight is not None:
@@ -226,10 +244,14 @@ class _Run:
                 s = jnp.concatenate([both, s[2 * half :]]) if s.shape[0] % 2 else both
         return x[0].reshape(shape), None if s is None else s[0].reshape(shape)
 
-    def eval(self, jaxpr, consts, args, tags=None, shadows=None):
+    def eval(self, jaxpr, consts, args, tags=None, shadows=None, varies=None):
         """The jaxpr's outputs. Recording, `self.shadows` then holds the outputs' shadows
         (`_Shadow`); `shadows` are the inputs'."""
-        env, site_of, shadow_of, varying = {}, {}, {}, set(jaxpr.invars)
+        env, site_of, shadow_of = {}, {}, {}
+        if varies is None:  # which inputs vary with the function's arguments (all: the top)
+            varying = set(jaxpr.invars)
+        else:
+            varying = {v for v, f in zip(jaxpr.invars, varies, strict=True) if f}
 
         def read(v):
             return v.val if isinstance(v, jex.Literal) else env[v]
@@ -247,11 +269,9 @@ class _Run:
                 shadow_of[v] = shadows[i]
         for eqn in jaxpr.eqns:
             invals = [read(v) for v in eqn.invars]
-            if self.held is None:  # recording: each input's shadow, None for constants
+            if self.held is None:  # recording: each input's shadow, and whether it varies
                 ins = [
-                    _Shadow(shadow(v), not isinstance(v, jex.Literal) and v in varying)
-                    if _float(v)
-                    else None
+                    _Shadow(shadow(v), not isinstance(v, jex.Literal) and v in varying, _float(v))
                     for v in eqn.invars
                 ]
             else:
@@ -343,12 +363,13 @@ class _Run:
             inner, consts = _closed(params[key])
             skip = params.get("num_consts", 0) if name in _CUSTOM else 0
             tags = [_tag(site_of, v) for v in eqn.invars[skip:]]
-            inner_shadows = None
+            inner_shadows = inner_varies = None
             if shadows is not None:
-                inner_shadows = [None if s is None else s.shadow for s in shadows[skip:]]
-            outs = self.eval(inner, consts, invals[skip:], tags, inner_shadows)
+                inner_shadows = [s.shadow for s in shadows[skip:]]
+                inner_varies = [s.varies for s in shadows[skip:]]
+            outs = self.eval(inner, consts, invals[skip:], tags, inner_shadows, inner_varies)
             return outs, None, (None if shadows is None else self.shadows)
-        varies = shadows is not None and any(s is not None and s.varies for s in shadows)
+        varies = shadows is not None and any(s.varies for s in shadows)
         # (a custom rule kept is the user's, or smooth: logaddexp's max is for its rounding)
         inside = name not in _CUSTOM and any(_has_site(j) for j in _inner_jaxprs(params))
         if varies and (name in _UNHELD or inside):
@@ -357,10 +378,12 @@ class _Run:
         outs = out if eqn.primitive.multiple_results else [out]
         if name not in _STRUCTURAL or shadows is None:
             return outs, None, None
-        if all(s is None or s.shadow is None for s in shadows):
+        if all(s.shadow is None for s in shadows):
             return outs, None, None
+        # an operand without a shadow moves its value (a constant: NaN, never a tie's winner);
+        # integer ones (indices, predicates) as they are
         moved = [
-            v if s is None or s.shadow is None else s.shadow
+            v if not s.floating else s.shadow if s.shadow is not None else s.moved(v)
             for s, v in zip(shadows, invals, strict=True)
         ]
         shadow = eqn.primitive.bind(*moved, **eqn.primitive.get_bind_params(params))

@@ -2,6 +2,7 @@
 to nothing as dt_min_reached."""
 
 import diffrax
+import equinox.internal as eqxi
 import jax.numpy as jnp
 from test_trust import _solve
 
@@ -33,3 +34,12 @@ def test_hold_args_whose_error_no_step_cures_stops_as_dt_min_not_max_steps():
     sol = _solve(hold, field, 1.0, 0.1, diffrax.PIDController(rtol=1e-6, atol=1e-6))
     assert sol.result == diffrax.RESULTS.dt_min_reached
     assert int(sol.stats["num_steps"]) < 1000  # of max_steps 4096
+    # one zero-length step is diffrax's own where a solve starts a float step before a jump
+    # time (diffrax issue #713), and the solve goes on
+    ctrl = diffrax.ClipStepSizeController(diffrax.PIDController(rtol=1e-6, atol=1e-6), [1.0])
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(field), HoldArgs(diffrax.Tsit5(), lambda t, y, args: args),
+        eqxi.prevbefore(jnp.asarray(1.0)), 2.0, None, jnp.array([1.0]), args=1.0,
+        stepsize_controller=ctrl, max_steps=100, throw=False,
+    )  # fmt: skip
+    assert sol.result == diffrax.RESULTS.successful

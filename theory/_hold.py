@@ -177,13 +177,14 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
 
     def init(self, terms, t0, t1, y0, args):
         held = self._held(t0, y0, args, None)
-        return self.solver.init(terms, t0, t1, y0, held), held
+        # (the inner state, the held args, zero-length trial steps accepted in a row)
+        return self.solver.init(terms, t0, t1, y0, held), held, jnp.asarray(0)
 
     def func(self, terms, t0, y0, args):
         return self.solver.func(terms, t0, y0, self._held(t0, y0, args, None))
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        inner_state, previous = solver_state
+        inner_state, previous, idle = solver_state
         held = self._held(t0, y0, args, previous)
         # the field changes where a held boolean does (other held values only describe it)
         made_jump = jnp.logical_or(made_jump, _changed(_bool_leaves(held), _bool_leaves(previous)))
@@ -218,15 +219,19 @@ class HoldArgs(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
         result = diffrax.RESULTS.where(bad, diffrax.RESULTS.nonfinite, result)
         # a trial step shrunk to nothing (t0 + h rounds to t0, after an error that no shorter
         # step cures) ends the solve: accepted at zero length, with zero error, it repeated
-        # until `max_steps` (a sliding solve's lambda of 1e19 spun 99,400 such steps)
-        result = diffrax.RESULTS.where(t1 == t0, diffrax.RESULTS.dt_min_reached, result)
+        # until `max_steps` (a sliding solve's lambda of 1e19 spun 99,400 such steps). One
+        # such step is diffrax's own where a solve starts a float step before a jump time
+        # (diffrax issue #713), and the next goes on: the second in a row ends the solve
+        zero = t1 == t0
+        result = diffrax.RESULTS.where(zero & (idle > 0), diffrax.RESULTS.dt_min_reached, result)
+        idle = jnp.where(zero, idle + 1, 0)
         if self.stop is not None:
             # the step that finds a stop ends the solve where it started
             stop = self.stop(held)
             y1 = jax.tree_util.tree_map(lambda a, b: jnp.where(stop, a, b), y0, y1)
             error = jax.tree_util.tree_map(lambda e: jnp.where(stop, 0.0, e), error)
             result = diffrax.RESULTS.where(stop, diffrax.RESULTS.dt_min_reached, result)
-        return y1, error, dense, (inner_state, held), result
+        return y1, error, dense, (inner_state, held, idle), result
 
     def _kink_error(self, terms, t0, t1, y0, y1, held, error, dense):
         """The error of integrating across a switch inside the step, added to the estimate.
