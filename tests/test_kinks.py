@@ -117,6 +117,17 @@ def test_an_exact_tie_of_a_max_is_broken_by_what_its_branches_clamp():
     weights = [jnp.array([0.0, 0.0, 0.0, 0.5])] + [jnp.zeros_like(s) for s in z[1:]]
     grad = jax.grad(lambda v: f.held(pattern, weights, v))(h)
     np.testing.assert_allclose(grad, [0.0, 0.0, 0.0, 0.5])
+    # a constant moved into the pool (padding, a concatenated zero) never wins the tie, and a
+    # relu written as jnp.clip(h, 0) breaks it by its pre-activation too
+    a = jnp.array([-1e-13, -5.0])
+    for fn in (
+        lambda v: jnp.max(jnp.pad(jax.nn.relu(v[:1]), (1, 0))),
+        lambda v: jnp.max(jnp.concatenate([jnp.zeros(1), jax.nn.relu(v[:1])])),
+    ):
+        pattern, _ = KinkedFunction(fn, a).record(a)
+        assert not bool(pattern[-1][0])  # the second branch: the relu
+    pattern, _ = KinkedFunction(lambda v: jnp.max(jnp.clip(v, 0.0)), a).record(a)
+    assert bool(pattern[-1][0])  # the first entry, -1e-13 from its kink, not -5
     # saturated relu6 entries tie at 6: the pool keeps the one deepest past its kink
     g = KinkedFunction(lambda v: jnp.max(jax.nn.relu6(v)), jnp.zeros(2))
     assert g.num_sites == 3  # relu6's max and min (its custom rule is its branches'), the pool
