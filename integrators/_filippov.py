@@ -20,7 +20,7 @@ steps.
   kink repels, s_k M_kk < 0, pinned on its pre-activation's side and the rest solved again),
   and
   M = (A^T A + eps^2 I)^(-1) A^T of the final system A (J, the pinned rows the identity's;
-  eps = sqrt(machine epsilon) max |J| (`REGULARIZATION`): where more entries of one neuron
+  eps = sqrt(machine epsilon) max |J| (`regularization`): where more entries of one neuron
   slide than its inputs span, or two sliding relus tie in a max-pool, J is singular, lambda
   is not unique but the field is), by QR of [A; eps I] (`ridge_solve`), not the normal
   equations;
@@ -77,11 +77,16 @@ def ridge_solve(A, eps, B):
 
 BOX_ITERATIONS = 8  # active-set iterations of the box problem, at most
 BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048)  # sizes the system is factored on
-# Tikhonov eps of the sliding solve, relative to max |J|: sqrt(machine epsilon) at least
-# (1.5e-8 in float64, 3.5e-4 in float32). Below it, the rounding of J's dependent rows reaches
-# M as about u / eps^2 (at eps = 1e-10, M of [[1, 1], [1, 1]] had entries +-432 for 0.25),
-# and diag(M) feeds the repulsion test
-REGULARIZATION = 1e-8
+
+
+def regularization(dtype) -> float:
+    """The Tikhonov eps of the sliding solve, relative to max |J|: sqrt(machine epsilon)
+    (1.5e-8 in float64, 3.5e-4 in float32). Below it, the rounding of J's dependent rows
+    reaches M as about u / eps^2 (at eps = 1e-10, M of [[1, 1], [1, 1]] had entries +-432 for
+    0.25), and diag(M) feeds the repulsion test."""
+    return float(jnp.finfo(dtype).eps) ** 0.5
+
+
 # a sliding entry repels where s_k M_kk < -REPULSION max_k |M_kk| (`SlidingSystem.box`)
 REPULSION = 1e-8
 
@@ -147,8 +152,8 @@ class SlidingSystem(eqx.Module):
             block, r0, g, s = jac[:b, :b], r[:b], guess[:b], sign[:b]
             eye = jnp.eye(b, dtype=jac.dtype)
             valid = jnp.arange(b) < count
-            relative = max(REGULARIZATION, float(jnp.finfo(jac.dtype).eps) ** 0.5)
-            eps = relative * jnp.max(jnp.abs(jnp.where(valid[:, None], block, 0.0)))
+            largest = jnp.max(jnp.abs(jnp.where(valid[:, None], block, 0.0)))
+            eps = regularization(jac.dtype) * largest
             # a zero block gives M = 0 on its free rows (not eps = 0: R would be singular; not
             # below sqrt(tiny): eps^2 would underflow in the QR's column norms)
             eps = jnp.maximum(eps, jnp.sqrt(jnp.finfo(jac.dtype).tiny))

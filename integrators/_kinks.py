@@ -180,7 +180,8 @@ class _Run:
         x = y, infinities included: a pooling window's padding). Where x = y exactly, `ties`
         (x's and y's shadow arrays, `_Shadow`) decides the branch (recording only): the
         larger shadow for a max where both are finite, the finite one against a constant
-        moved there (NaN); against a constant at the site itself (+-inf), the convention."""
+        moved there (NaN); against a constant at the site itself (+-inf), the convention.
+        Returns the value and (with `ties`) its shadow, the chosen of the two."""
         z = jnp.where(x == y, jnp.zeros_like(x), sign * (x - y))
         taken = z > 0
         if ties is not None:
@@ -191,7 +192,7 @@ class _Run:
         out = jnp.where(pattern, x, y)
         if weight is not None:
             out = _blend(out, weight, jnp.where(pattern, y, x))
-        return out
+        return out, None if ties is None else _choose(sign, *ties)
 
     def _reduce(self, sign, x, axes, shape, shadow=None):
         """A max / min over `axes` (max-pooling, `jnp.max`) as a tree of pairwise ones: the
@@ -237,10 +238,9 @@ class _Run:
         while x.shape[0] > 1:
             half = x.shape[0] // 2
             ties = None if s is None else (s[:half], s[half : 2 * half])
-            paired = self._pair(sign, x[:half], x[half : 2 * half], ties)
+            paired, both = self._pair(sign, x[:half], x[half : 2 * half], ties)
             x = jnp.concatenate([paired, x[2 * half :]]) if x.shape[0] % 2 else paired
             if s is not None:
-                both = _choose(sign, *ties)
                 s = jnp.concatenate([both, s[2 * half :]]) if s.shape[0] % 2 else both
         return x[0].reshape(shape), None if s is None else s[0].reshape(shape)
 
@@ -300,13 +300,14 @@ class _Run:
         if name in _MINMAX and _float(eqn.outvars[0]):
             sign = _MINMAX[name]
             x, y = (jnp.broadcast_to(v, shape) for v in invals)
-            if shadows is None:
-                return [self._pair(sign, x, y)], None, None
-            ties = tuple(
-                jnp.broadcast_to(s.of(v, sign), shape) for s, v in zip(shadows, invals, strict=True)
-            )
-            both = _choose(sign, *ties)
-            return [self._pair(sign, x, y, ties)], None, [both]
+            ties = None
+            if shadows is not None:
+                ties = tuple(
+                    jnp.broadcast_to(s.of(v, sign), shape)
+                    for s, v in zip(shadows, invals, strict=True)
+                )
+            out, shadow = self._pair(sign, x, y, ties)
+            return [out], None, [shadow]
         if name in _REDUCE and _float(eqn.outvars[0]):
             sign = _MINMAX[_REDUCE[name]]
             given = None if shadows is None else shadows[0].of(invals[0], sign)
@@ -314,15 +315,15 @@ class _Run:
             return [out], None, [shadow]
         if name == "clamp" and _float(eqn.outvars[0]):  # clamp(lo, x, hi) = min(max(x, lo), hi)
             lo, x, hi = (jnp.broadcast_to(v, shape) for v in invals)
-            if shadows is None:
-                return [self._pair(-1, self._pair(1, x, lo), hi)], None, None
-            s_lo, s_x, s_hi = (
-                jnp.broadcast_to(s.of(v, sign), shape)
-                for s, v, sign in zip(shadows, invals, (1, 1, -1), strict=True)
-            )
-            low = self._pair(1, x, lo, (s_x, s_lo))
-            s_low = _choose(1, s_x, s_lo)
-            return [self._pair(-1, low, hi, (s_low, s_hi))], None, [_choose(-1, s_low, s_hi)]
+            s_lo = s_x = s_hi = None
+            if shadows is not None:
+                s_lo, s_x, s_hi = (
+                    jnp.broadcast_to(s.of(v, sign), shape)
+                    for s, v, sign in zip(shadows, invals, (1, 1, -1), strict=True)
+                )
+            low, s_low = self._pair(1, x, lo, None if shadows is None else (s_x, s_lo))
+            out, shadow = self._pair(-1, low, hi, None if shadows is None else (s_low, s_hi))
+            return [out], None, [shadow]
         if name in _WINDOW and _float(eqn.outvars[0]):
             sign = _MINMAX[_WINDOW[name]]
             given = None if shadows is None else shadows[0].of(invals[0], sign)
